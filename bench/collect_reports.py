@@ -1,0 +1,91 @@
+"""Turn `python -m gpu_worker evaluate` reports into bench/results records and a markdown table.
+
+    python bench/collect_reports.py REPORTS_DIR OUT_DIR
+
+Reads REPORTS_DIR/<target>__<kernel>.json (and the command beside it in .cmd), writes
+OUT_DIR/latest.json: [{"target", "shape", "kernel", "median_us", "ci95_us", "floor_fraction", "gpu",
+"date", "command"}] and OUT_DIR/latest.md (medians, A/A noise per shape, wall time per evaluation).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import sys
+from pathlib import Path
+
+
+def _axes(target: str, shape: dict) -> dict:
+    keys = {"dsa_topk": ("rows", "n_ctx"), "dsa_indexer_topk": ("rows", "n_ctx"), "add_rmsnorm": ("tokens", "hidden")}
+    return {k: shape[k] for k in keys.get(target, tuple(shape)) if k in shape}
+
+
+def collect(reports_dir: Path) -> tuple[list[dict], list[dict]]:
+    records, evaluations = [], []
+    date = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    seen_default = set()
+    for path in sorted(reports_dir.glob("*.json")):
+        target_name, _, kernel = path.stem.partition("__")
+        report = json.loads(path.read_text())
+        cmd_path = path.with_suffix(".cmd")
+        command = cmd_path.read_text().strip() if cmd_path.exists() else ""
+        gpu = (report.get("hardware") or {}).get("gpu")
+        bench = (report.get("stages") or {}).get("benchmark") or {}
+        evaluations.append({"target": report.get("target"), "kernel": kernel, "verdict": report.get("verdict"),
+                            "wall_s": report.get("wall_s"), "verify": (report.get("stages") or {}).get("verify", {}).get("status"),
+                            "benchmark": bench.get("status"), "clocks_before": bench.get("clocks_before"),
+                            "clocks_after": bench.get("clocks_after"), "summary": report.get("summary")})
+        for s in bench.get("shapes") or []:
+            if "candidate" not in s:
+                continue
+            shape = _axes(report["target"], s["shape"])
+            floor = s.get("floor_us")
+            base = {"target": report["target"], "shape": shape, "gpu": gpu, "date": date, "command": command}
+            c = s["candidate"]
+            records.append(dict(base, kernel=kernel, median_us=c["median_us"], ci95_us=c.get("ci95_us"),
+                                floor_fraction=s.get("floor_fraction"), noise_aa=s.get("noise_aa"),
+                                ratio_vs_incumbent=s.get("ratio"), ratio_ci95=s.get("ratio_ci95")))
+            default = s.get("default") or s.get("incumbent")
+            key = (report["target"], json.dumps(shape, sort_keys=True))
+            if default and key not in seen_default:
+                seen_default.add(key)
+                records.append(dict(base, kernel="default", median_us=default["median_us"],
+                                    ci95_us=default.get("ci95_us"),
+                                    floor_fraction=(floor / default["median_us"]) if floor else None,
+                                    noise_aa=s.get("noise_aa")))
+    return records, evaluations
+
+
+def markdown(records: list[dict], evaluations: list[dict]) -> str:
+    lines = ["# H200 results (latest)", "", "| target | shape | kernel | median us | 95% CI us | floor fraction | A/A noise |",
+             "|---|---|---|---:|---|---:|---:|"]
+    for r in sorted(records, key=lambda r: (r["target"], json.dumps(r["shape"], sort_keys=True), r["kernel"])):
+        ci = r.get("ci95_us") or [None, None]
+        ci_s = f"{ci[0]:.1f} to {ci[1]:.1f}" if ci[0] is not None else "-"
+        ff = f"{r['floor_fraction']:.3f}" if r.get("floor_fraction") else "-"
+        aa = f"{r['noise_aa']:.3f}" if r.get("noise_aa") is not None else "-"
+        shape = ", ".join(f"{k}={v}" for k, v in r["shape"].items())
+        lines.append(f"| {r['target']} | {shape} | {r['kernel']} | {r['median_us']:.1f} | {ci_s} | {ff} | {aa} |")
+    lines += ["", "| target | kernel | verdict | verify | benchmark | wall s (one full evaluation) | geomean speedup |",
+              "|---|---|---|---|---|---:|---:|"]
+    for e in evaluations:
+        v = e.get("verdict") or {}
+        gm = (e.get("summary") or {}).get("geomean_speedup")
+        lines.append(f"| {e['target']} | {e['kernel']} | {v.get('status')} {','.join(v.get('reasons') or [])} | "
+                     f"{e['verify']} | {e['benchmark']} | {e['wall_s']} | {f'{gm:.3f}' if gm else '-'} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str]) -> int:
+    reports_dir, out_dir = Path(argv[0]), Path(argv[1])
+    records, evaluations = collect(reports_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "latest.json").write_text(json.dumps(records, indent=2))
+    (out_dir / "evaluations.json").write_text(json.dumps(evaluations, indent=2))
+    (out_dir / "latest.md").write_text(markdown(records, evaluations))
+    print(f"{len(records)} records from {len(evaluations)} reports -> {out_dir}/latest.json, latest.md")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

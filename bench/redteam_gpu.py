@@ -1,0 +1,64 @@
+"""Run red-team candidates through evaluate() without pytest (the GPU host has none) and check
+that each gets the finding its header names. Writes a JSON summary; exit 1 on any miss.
+
+    python bench/redteam_gpu.py OUT.json [--budget-s 150] [name ...]
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from gpu_worker.pipeline import evaluate  # noqa: E402
+
+CANDIDATES = ROOT / "tests/redteam/candidates"
+DEFAULT = ["graph_sync", "honest_topk_bisect", "honest_rmsnorm_twopass", "honest_indexer_f32", "cached_result",
+           "uninit_pads", "nondeterministic_ties", "crash_oob", "torch_work_token_kernel", "static_output"]
+
+
+def main(argv: list[str]) -> int:
+    out = Path(argv[0])
+    budget = 150.0
+    names = []
+    rest = argv[1:]
+    while rest:
+        a = rest.pop(0)
+        if a == "--budget-s":
+            budget = float(rest.pop(0))
+        else:
+            names.append(a)
+    names = names or DEFAULT
+    t0 = time.monotonic()
+    results, misses = [], 0
+    for name in names:
+        if time.monotonic() - t0 > budget:
+            results.append({"name": name, "skipped": "time budget"})
+            continue
+        text = (CANDIDATES / f"{name}.py").read_text()
+        doc = text.split('"""')[1]
+        m = re.search(r"^target: (\S+)", doc, re.M)
+        target = m.group(1) if m else ("dsa_indexer_topk" if "indexer" in name else
+                                       "add_rmsnorm" if "rmsnorm" in name else "dsa_topk")
+        expect = re.search(r"expect: (\S+)", doc).group(1).split("|")
+        spec = {"candidate_id": name, "target": target, "source": text, "profile": "smoke"}
+        if "verify:timeout" in expect:
+            spec["verify_timeout_s"] = 20
+        report = evaluate(spec)
+        v = report["verdict"]
+        ok = v["status"] == "pass" if expect == ["pass"] else (v["status"] == "fail" and bool(set(expect) & set(v["reasons"])))
+        misses += not ok
+        results.append({"name": name, "target": target, "expect": expect, "verdict": v, "ok": ok,
+                        "wall_s": report.get("wall_s")})
+        print(f"{'ok  ' if ok else 'MISS'} {name}: expected {expect}, got {v['status']} {v['reasons']}", flush=True)
+    out.write_text(json.dumps(results, indent=2))
+    return 1 if misses else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# The H200 proof run: one call of the device tool, at most 9 minutes, everything written under $OUT.
+#   full-profile evaluations of every target's seeds and best*.py (the default kernel is timed in each,
+#   as the incumbent), then GPU red-team candidates, then bench/collect_reports.py -> latest.json/md.
+# Needs python3 with torch + triton (+ numpy); no Django, no pytest. Copy $OUT/latest.* to bench/results/h200/.
+set -u
+cd "$(dirname "$0")/.."
+OUT="${OUT:-bench/results/h200}"
+PY="${PYTHON:-python3}"
+BUDGET_S="${BUDGET_S:-330}"   # no new evaluation after this; each is capped at 200 s: ends well under 9 minutes
+mkdir -p "$OUT/reports" "$OUT/logs"
+START=$(date +%s)
+elapsed() { echo $(( $(date +%s) - START )); }
+
+{ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.draw,clocks_throttle_reasons.active --format=csv || true; } > "$OUT/logs/nvidia-smi-before.csv" 2>&1
+"$PY" -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, torch.cuda.get_device_name(0))" | tee "$OUT/logs/versions.txt"
+
+for target in dsa_topk add_rmsnorm dsa_indexer_topk; do
+  for cand in gpu_worker/candidates/$target/seed*.py gpu_worker/candidates/$target/best*.py; do
+    [ -f "$cand" ] || continue
+    if [ "$(elapsed)" -gt "$BUDGET_S" ]; then echo "skip $cand: over budget" | tee -a "$OUT/logs/skipped.txt"; continue; fi
+    kernel=$(basename "$cand" .py)
+    cmd="$PY -m gpu_worker evaluate --target $target --candidate $cand --profile full --out $OUT/reports/${target}__${kernel}.json"
+    echo "$cmd" > "$OUT/reports/${target}__${kernel}.cmd"
+    echo "== $(elapsed)s: $cmd"
+    timeout 200 $cmd 2> "$OUT/logs/${target}__${kernel}.log" >/dev/null
+    tail -n 25 "$OUT/logs/${target}__${kernel}.log"
+  done
+done
+
+left=$(( 520 - $(elapsed) ))
+if [ "$left" -gt 60 ]; then
+  echo "== $(elapsed)s: red team on the GPU (budget $((left - 30))s)"
+  timeout "$left" "$PY" bench/redteam_gpu.py "$OUT/redteam_gpu.json" --budget-s $((left - 30)) 2>&1 | tee "$OUT/logs/redteam.log"
+else
+  echo "no time left for the red team" | tee "$OUT/logs/redteam.log"
+fi
+
+{ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.draw,clocks_throttle_reasons.active --format=csv || true; } > "$OUT/logs/nvidia-smi-after.csv" 2>&1
+"$PY" bench/collect_reports.py "$OUT/reports" "$OUT"
+echo "done in $(elapsed)s"

@@ -1,0 +1,111 @@
+"""Plotly figures as JSON-ready dicts; the page draws them with the bundled plotly.js."""
+
+import json
+import math
+
+import plotly.graph_objects as go
+
+COLORS = {"kept": "#1a7f37", "reverted": "#9aa3b5", "vetoed": "#c62828", "error": "#e09b00",
+          "awaiting_review": "#3451b2", "in_flight": "#6b7385",
+          "candidate": "#3451b2", "incumbent": "#1a7f37", "default": "#6b7385", "floor": "#c62828"}
+_LAYOUT = {"margin": {"l": 60, "r": 20, "t": 40, "b": 50}, "height": 340, "template": "plotly_white",
+           "legend": {"orientation": "h", "y": -0.2}}
+
+
+def _as_dict(fig: go.Figure) -> dict:
+    return json.loads(fig.to_json())
+
+
+def best_so_far(series: list[dict]) -> dict:
+    """Each evaluated candidate's geomean speedup over the incumbent (with its interval), coloured by
+    outcome, and the best kept speedup so far as a step line."""
+    fig = go.Figure()
+    by_outcome: dict[str, list] = {}
+    for point in series:
+        by_outcome.setdefault(point["outcome"], []).append(point)
+    for outcome, points in by_outcome.items():
+        fig.add_trace(go.Scatter(
+            x=[p["number"] for p in points], y=[p["speedup"] for p in points], mode="markers", name=outcome,
+            marker={"color": COLORS.get(outcome, "#333"), "size": 8},
+            error_y={"type": "data", "symmetric": False,
+                         "array": [(p["ci_hi"] - p["speedup"]) if p["ci_hi"] is not None else 0 for p in points],
+                         "arrayminus": [(p["speedup"] - p["ci_lo"]) if p["ci_lo"] is not None else 0 for p in points],
+                         "thickness": 1},
+        ))
+    best = [p for p in series if p["best"] is not None]
+    if best:
+        fig.add_trace(go.Scatter(x=[p["number"] for p in best], y=[p["best"] for p in best], mode="lines",
+                                 line={"shape": "hv", "color": COLORS["kept"], "width": 2}, name="best so far"))
+    fig.add_hline(y=1.0, line={"color": "#999", "dash": "dot"})
+    fig.update_layout(**_LAYOUT, xaxis_title="candidate", yaxis_title="geomean speedup over the incumbent (x)")
+    fig.update_xaxes(tickformat="d", dtick=1 if len(series) <= 20 else None)
+    return _as_dict(fig)
+
+
+def _errors(rows, name):
+    plus = [(r[name][2] - r[name][0]) if r[name][2] is not None and r[name][0] is not None else 0 for r in rows]
+    minus = [(r[name][0] - r[name][1]) if r[name][1] is not None and r[name][0] is not None else 0 for r in rows]
+    return {"type": "data", "symmetric": False, "array": plus, "arrayminus": minus, "thickness": 1.2}
+
+
+def per_shape(rows: list[dict], *, axis: str | None, crossovers: list[dict] | None = None) -> dict:
+    """Median time per shape for candidate, incumbent and default kernel with their intervals, the floor
+    (the least time the bytes or FLOPs allow) dashed, and the crossovers from range analysis marked."""
+    numeric = all(isinstance(r["x"], (int, float)) for r in rows) and rows
+    ordered = sorted(rows, key=lambda r: r["x"]) if numeric else rows
+    xs = [r["x"] for r in ordered] if numeric else [r["label"] for r in ordered]
+    labels = [r["label"] for r in ordered]
+    # Several shapes at one axis value (other rows, batch...): points only, a line would zigzag between them.
+    mode = "lines+markers" if len(set(map(str, xs))) == len(xs) else "markers"
+    fig = go.Figure()
+    for name in ("default", "incumbent", "candidate"):
+        ys = [r[name][0] for r in ordered]
+        if all(y is None for y in ys):
+            continue
+        fig.add_trace(go.Scatter(x=xs, y=ys, name=name, mode=mode, text=labels,
+                                 marker={"color": COLORS[name]}, line={"color": COLORS[name]},
+                                 error_y=_errors(ordered, name), hovertemplate="%{text}<br>%{y:.2f} us"))
+    floors = [r["floor_us"] for r in ordered]
+    if any(f is not None for f in floors):
+        fig.add_trace(go.Scatter(x=xs, y=floors, name="floor", mode="lines" if mode != "markers" else "markers",
+                                 marker={"symbol": "line-ew-open", "size": 14, "color": COLORS["floor"]},
+                                 line={"color": COLORS["floor"], "dash": "dash"}))
+    log_x = bool(numeric and len(xs) > 1 and min(xs) > 0 and max(xs) / min(xs) > 20)
+    for crossover in (crossovers or []) if numeric else []:
+        fig.add_vline(x=crossover["at"], line={"color": "#e09b00", "dash": "dot"})
+        # Annotations on a log axis take log10 of the position (plotly's convention); shapes do not.
+        fig.add_annotation(x=math.log10(crossover["at"]) if log_x else crossover["at"], y=1, yref="paper",
+                           text=f"crossover {crossover['at']}", showarrow=False, xanchor="left", yanchor="bottom",
+                           font={"color": "#b07400"})
+    fig.update_layout(**_LAYOUT, yaxis_title="median time (us)", xaxis_title=axis or "shape")
+    if log_x:
+        fig.update_xaxes(type="log")
+    return _as_dict(fig)
+
+
+def waterfall(steps: list[dict]) -> dict:
+    """Tokens per second gained by each promoted change, from the first version's base, with the
+    roofline (the tokens/s reachable if the kernel ran at its floor) where a report gives it."""
+    if not steps:
+        return {}
+    base = next((s["base"] for s in steps if s["base"]), 0.0) or 0.0
+    fig = go.Figure(go.Waterfall(
+        x=["default"] + [f"v{s['version']}" + (" (rollback)" if s["rolled_back_to"] else "") for s in steps],
+        y=[base] + [s["gain"] for s in steps],
+        measure=["absolute"] + ["relative"] * len(steps),
+        connector={"line": {"color": "#bbb"}},
+        increasing={"marker": {"color": COLORS["kept"]}}, decreasing={"marker": {"color": COLORS["vetoed"]}},
+        totals={"marker": {"color": COLORS["candidate"]}},
+    ))
+    roofline = next((s["roofline"] for s in reversed(steps) if s["roofline"]), None)
+    if roofline:
+        fig.add_hline(y=roofline, line={"color": COLORS["floor"], "dash": "dash"}, annotation_text="roofline")
+    levels, level = [base], base
+    for step in steps:
+        level += step["gain"]
+        levels.append(level)
+    top = max(levels + ([roofline] if roofline else []))
+    # Gains are a few percent of the base: start the axis near the lowest level so that they show.
+    fig.update_layout(**_LAYOUT, yaxis_title="tokens/s", showlegend=False,
+                      yaxis={"range": [min(levels) * 0.97, top * 1.02]} if base else {})
+    return _as_dict(fig)

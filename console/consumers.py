@@ -1,0 +1,27 @@
+"""Websocket consumers only push: every action is an HTTP POST checked in a service."""
+
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
+
+from loop.broadcast import ALL_EVENTS_GROUP, run_group
+
+
+class EventConsumer(AsyncJsonWebsocketConsumer):
+    async def connect(self):
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated:
+            await self.close(code=4401)
+            return
+        run_id = self.scope["url_route"]["kwargs"].get("run_id")
+        self.group = run_group(run_id) if run_id is not None else ALL_EVENTS_GROUP
+        await self.channel_layer.group_add(self.group, self.channel_name)
+        await self.accept()
+
+    async def disconnect(self, code):
+        if hasattr(self, "group"):
+            await self.channel_layer.group_discard(self.group, self.channel_name)
+
+    async def receive_json(self, content, **kwargs):
+        """Clients send nothing that changes state; anything sent is ignored."""
+
+    async def ark_event(self, message):
+        await self.send_json({k: v for k, v in message.items() if k != "type"})

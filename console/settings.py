@@ -1,0 +1,157 @@
+"""Settings for the ark console, read from the environment (django-environ).
+
+Development defaults need nothing: SQLite under var/, Redis on 127.0.0.1:6379.
+DJANGO_ENV=production requires DJANGO_SECRET_KEY and DJANGO_ALLOWED_HOSTS and turns on
+every check of `manage.py check --deploy`.
+"""
+
+import os
+from pathlib import Path
+
+import environ
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+env = environ.Env()
+
+DJANGO_ENV = env("DJANGO_ENV", default="development")
+PRODUCTION = DJANGO_ENV == "production"
+
+if PRODUCTION:
+    SECRET_KEY = env("DJANGO_SECRET_KEY")
+    ALLOWED_HOSTS = env.list("DJANGO_ALLOWED_HOSTS")
+else:
+    SECRET_KEY = env("DJANGO_SECRET_KEY", default="dev-only-not-secret-ark-console")
+    ALLOWED_HOSTS = env.list("DJANGO_ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "testserver"])
+DEBUG = env.bool("DJANGO_DEBUG", default=not PRODUCTION)
+CSRF_TRUSTED_ORIGINS = env.list("DJANGO_CSRF_TRUSTED_ORIGINS", default=[])
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "channels",
+    "django_htmx",
+    "loop",
+    "console",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+    "django.contrib.auth.middleware.LoginRequiredMiddleware",
+]
+
+ROOT_URLCONF = "console.urls"
+ASGI_APPLICATION = "console.asgi.application"
+WSGI_APPLICATION = None
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "console.context_processors.ark",
+            ],
+        },
+    },
+]
+
+VAR_DIR = Path(env("ARK_VAR_DIR", default=str(BASE_DIR / "var")))
+DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{VAR_DIR / 'ark.sqlite3'}")}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    DATABASES["default"]["OPTIONS"] = {
+        # WAL lets the console read while a worker writes; IMMEDIATE takes the write lock up front.
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA busy_timeout=10000;",
+        "transaction_mode": "IMMEDIATE",
+        "timeout": 20,
+    }
+    # Workers started by tests must see the test database, so it is a file, not :memory:;
+    # one per test process, so that parallel test runs never share it.
+    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / f"test-ark-{os.getpid()}.sqlite3")}
+else:
+    DATABASES["default"]["TEST"] = {"NAME": f"test_{DATABASES['default']['NAME']}_{os.getpid()}"}
+    # Under ASGI each request may run in a new thread: no persistent connections (REFERENCE §7).
+    DATABASES["default"]["CONN_MAX_AGE"] = 0
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+REDIS_URL = env("REDIS_URL", default="redis://127.0.0.1:6379/0")
+CHANNEL_LAYERS = {
+    "default": {
+        "BACKEND": "channels_redis.core.RedisChannelLayer",
+        "CONFIG": {"hosts": [REDIS_URL], "capacity": 1000, "expiry": 30},
+    }
+}
+
+CELERY_BROKER_URL = env("CELERY_BROKER_URL", default=REDIS_URL)
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_DEFAULT_QUEUE = env("ARK_LOOP_QUEUE", default="loop")
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_ACKS_LATE = True
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Above the longest task (a full evaluation is minutes); REFERENCE §7.
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "dashboard"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / "staticfiles"
+# plotly.js comes from the plotly package itself, served as static/plotly/plotly.min.js.
+STATICFILES_DIRS = [
+    BASE_DIR / "console" / "static",
+    ("plotly", Path(__import__("plotly").__file__).parent / "package_data"),
+]
+
+SKILLS_DIR = Path(env("ARK_SKILLS_DIR", default=str(BASE_DIR / "skills")))
+SERVING_EXPORT_DIR = Path(env("ARK_SERVING_EXPORT_DIR", default=str(VAR_DIR / "serving")))
+ARK_HEARTBEAT_TIMEOUT_S = env.int("ARK_HEARTBEAT_TIMEOUT_S", default=60)
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": env("ARK_LOG_LEVEL", default="INFO")},
+}
+
+if PRODUCTION:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SECURE_SSL_REDIRECT = env.bool("DJANGO_SECURE_SSL_REDIRECT", default=True)
+    SECURE_HSTS_SECONDS = 31536000
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = True
+    SECURE_HSTS_PRELOAD = True
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    SECURE_CONTENT_TYPE_NOSNIFF = True
+    X_FRAME_OPTIONS = "DENY"
+
+CELERY_BEAT_SCHEDULE = {
+    # Publishes outbox rows whose after-commit publish was lost (crash, broker down).
+    "relay-outbox": {"task": "loop.relay_outbox", "schedule": 10.0},
+}

@@ -1,0 +1,71 @@
+// Live updates: the websocket only says "something changed" (with a sequence number);
+// each live section re-reads its own state over HTTP (hx-trigger="ark-event from:body"),
+// so a missed message or a reconnect costs a re-read, never a stale page.
+(function () {
+  const body = document.body;
+  const path = body.dataset.ws;
+  if (!path) return;
+  let lastSeq = parseInt(body.dataset.lastSeq || "0", 10);
+  let delay = 500;
+  const status = () => document.getElementById("live-status");
+
+  function announce(detail) {
+    body.dispatchEvent(new CustomEvent("ark-event", { detail: detail, bubbles: true }));
+  }
+
+  function connect() {
+    const scheme = location.protocol === "https:" ? "wss://" : "ws://";
+    const socket = new WebSocket(scheme + location.host + path);
+    socket.onopen = function () {
+      delay = 500;
+      if (status()) { status().textContent = "●"; status().classList.add("on"); }
+      body.dataset.wsOpen = "1";
+      announce({ resync: true });
+    };
+    socket.onmessage = function (message) {
+      const data = JSON.parse(message.data);
+      const gap = data.seq > lastSeq + 1 && lastSeq > 0;
+      lastSeq = Math.max(lastSeq, data.seq);
+      body.dataset.lastSeq = String(lastSeq);
+      announce(Object.assign({ resync: gap }, data));
+    };
+    socket.onclose = function () {
+      if (status()) { status().textContent = "○"; status().classList.remove("on"); }
+      delete body.dataset.wsOpen;
+      setTimeout(connect, delay);
+      delay = Math.min(delay * 2, 10000);
+    };
+  }
+  connect();
+})();
+
+// Charts: each [data-chart] names a <script type="application/json"> holding a plotly figure.
+// Drawn on load and again whenever htmx swaps in a fresh copy of a live section.
+(function () {
+  function draw(root) {
+    if (!window.Plotly) return;
+    (root || document).querySelectorAll("[data-chart]").forEach(function (el) {
+      const data = document.getElementById(el.dataset.chart);
+      if (!data) return;
+      const figure = JSON.parse(data.textContent);
+      window.Plotly.react(el, figure.data || [], figure.layout || {}, { displaylogo: false, responsive: true });
+      el.dataset.drawn = "1";
+    });
+  }
+  window.addEventListener("load", function () { draw(document); });
+  document.addEventListener("htmx:afterSettle", function (event) { draw(event.target); });
+})();
+
+// Dialogs: a button with data-open-dialog="<id>" opens it; one marked data-open-on-load (a form
+// sent back with errors) opens at once.
+(function () {
+  document.addEventListener("click", function (event) {
+    const opener = event.target.closest("[data-open-dialog]");
+    if (opener) { document.getElementById(opener.dataset.openDialog).showModal(); return; }
+    const closer = event.target.closest("[data-close-dialog]");
+    if (closer) closer.closest("dialog").close();
+  });
+  document.addEventListener("DOMContentLoaded", function () {
+    document.querySelectorAll("dialog[data-open-on-load]").forEach(function (d) { d.showModal(); });
+  });
+})();

@@ -1,0 +1,157 @@
+"""A run (live candidates table, best-so-far chart, pause and stop) and a candidate (diffs, charts,
+e2e grid, findings, logs, decisions, approve, veto, promote)."""
+
+from django.contrib import messages
+from django.core.exceptions import ValidationError
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+
+from console import charts
+from console.diffs import render_diff, render_source, unified_diff
+from console.forms import ApproveForm, PromoteForm, VetoForm, format_routes
+from console.views.common import error_text
+from loop import selectors
+from loop.models import Candidate, Run
+
+RUN_ACTIONS = ("pause", "resume", "stop")
+
+
+def _run_context(run: Run) -> dict:
+    state = selectors.run_state(run)
+    state["best_chart"] = charts.best_so_far(state["series"]) if state["series"] else None
+    return state
+
+
+def run_detail(request, pk):
+    run = get_object_or_404(Run.objects.select_related("thesis__target", "incumbent", "created_by"), pk=pk)
+    context = _run_context(run)
+    if request.htmx:
+        return render(request, "console/runs/_live.html", context)
+    return render(request, "console/runs/detail.html", context)
+
+
+@require_POST
+def run_action(request, pk, action):
+    from loop.services import runs as run_services
+
+    run = get_object_or_404(Run, pk=pk)
+    if action not in RUN_ACTIONS:
+        return redirect("run", pk=run.pk)
+    service = getattr(run_services, f"run_{action}")
+    kwargs = {"actor": request.user, "run": run}
+    if action == "stop":
+        kwargs["reason"] = request.POST.get("reason", "").strip()[:200] or f"stopped by {request.user.get_username()}"
+    try:
+        service(**kwargs)
+    except (ValidationError, ValueError) as error:
+        messages.error(request, f"Could not {action} run {run.pk}: {error_text(error)}")
+    else:
+        messages.success(request, f"Run {run.pk}: {action} done.")
+    return redirect("run", pk=run.pk)
+
+
+def _promote_initial(state: dict) -> tuple[str, dict | None, str]:
+    """Routes prefilled from range analysis of the candidate's report along the target's axis."""
+    from loop import ranges
+
+    if not state["shapes"] or not state["axis"]:
+        return "", None, ""
+    try:
+        analysis = ranges.analyze(state["report"], axis=state["axis"], baseline=ranges.DEFAULT)
+    except (ValueError, KeyError, TypeError) as error:
+        return "", None, f"Range analysis could not run: {error}"
+    if not any(route.get("kernel") == ranges.CANDIDATE for route in analysis.routes):
+        return "", analysis.to_json(), "Range analysis found no range where the candidate wins."
+    return format_routes(list(analysis.routes)), analysis.to_json(), ""
+
+
+def _candidate_context(request, candidate: Candidate, *, approve_form=None, veto_form=None, promote_form=None) -> dict:
+    state = selectors.candidate_state(candidate)
+    parent_diff = candidate.diff
+    if not parent_diff and candidate.parent_id:
+        parent_diff = unified_diff(candidate.parent.source, candidate.source,
+                                   old_name=f"candidate {candidate.parent.number}", new_name=f"candidate {candidate.number}")
+    state["parent_diff_html"] = render_diff(parent_diff) if (parent_diff or candidate.parent_id) else None
+    incumbent = state["incumbent"]
+    state["incumbent_diff_html"] = render_diff(unified_diff(
+        incumbent.source, candidate.source, old_name=f"incumbent (candidate {incumbent.number})",
+        new_name=f"candidate {candidate.number}")) if incumbent else None
+    state["source_html"] = render_source(candidate.source)
+    routes_text, analysis, analysis_note = _promote_initial(state)
+    state["analysis"], state["analysis_note"] = analysis, analysis_note
+    state["shape_chart"] = charts.per_shape(state["shapes"], axis=state["axis"],
+                                            crossovers=(analysis or {}).get("crossovers")) if state["shapes"] else None
+    state["approve_form"] = approve_form or ApproveForm()
+    state["veto_form"] = veto_form or VetoForm()
+    state["promote_form"] = promote_form or PromoteForm(initial={"routes": routes_text}, user=request.user)
+    state["promote_open"] = bool(promote_form is not None and promote_form.errors)
+    return state
+
+
+def candidate_detail(request, pk):
+    candidate = get_object_or_404(Candidate.objects.select_related("run__thesis__target", "parent", "author"), pk=pk)
+    if request.htmx and request.GET.get("part") == "status":
+        return render(request, "console/candidates/_status.html", selectors.candidate_state(candidate))
+    return render(request, "console/candidates/detail.html", _candidate_context(request, candidate))
+
+
+def _back(request, candidate):
+    return redirect("run", pk=candidate.run_id) if request.POST.get("next") == "run" else redirect(
+        "candidate", pk=candidate.pk)
+
+
+@require_POST
+def candidate_approve(request, pk):
+    from loop.services import decisions
+
+    candidate = get_object_or_404(Candidate, pk=pk)
+    form = ApproveForm(request.POST)
+    if not form.is_valid():
+        return render(request, "console/candidates/detail.html",
+                      _candidate_context(request, candidate, approve_form=form), status=400)
+    try:
+        decisions.candidate_approve(actor=request.user, candidate=candidate, note=form.cleaned_data["note"])
+    except (ValidationError, ValueError) as error:
+        messages.error(request, f"Not approved: {error_text(error)}")
+    else:
+        messages.success(request, f"Candidate {candidate.number} approved.")
+    return _back(request, candidate)
+
+
+@require_POST
+def candidate_veto(request, pk):
+    from loop.services import decisions
+
+    candidate = get_object_or_404(Candidate, pk=pk)
+    form = VetoForm(request.POST)
+    if not form.is_valid():
+        return render(request, "console/candidates/detail.html",
+                      _candidate_context(request, candidate, veto_form=form), status=400)
+    try:
+        decisions.candidate_veto(actor=request.user, candidate=candidate, reason=form.cleaned_data["reason"])
+    except (ValidationError, ValueError) as error:
+        messages.error(request, f"Not vetoed: {error_text(error)}")
+    else:
+        messages.success(request, f"Candidate {candidate.number} vetoed.")
+    return _back(request, candidate)
+
+
+@require_POST
+def candidate_promote(request, pk):
+    from loop.services import deployments
+
+    candidate = get_object_or_404(Candidate.objects.select_related("run__thesis__target"), pk=pk)
+    form = PromoteForm(request.POST, user=request.user)
+    if form.is_valid():
+        try:
+            config = deployments.deployment_promote(actor=request.user, candidate=candidate,
+                                                    routes=form.cleaned_data["routes"], note=form.cleaned_data["note"])
+        except (ValidationError, ValueError) as error:
+            form.add_error(None, error_text(error))
+            messages.error(request, f"Not promoted: {error_text(error)}")
+        else:
+            messages.success(request, f"Promoted: serving config v{config.version} for "
+                                      f"{config.target.name} on {config.hardware}.")
+            return redirect("deployment", target=config.target.name, hardware=config.hardware)
+    return render(request, "console/candidates/detail.html",
+                  _candidate_context(request, candidate, promote_form=form), status=400)

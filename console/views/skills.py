@@ -1,0 +1,143 @@
+"""Skills: the tree of hardware and model skills, view, edit with preview, history with diffs, export."""
+
+import io
+import zipfile
+
+from django.conf import settings
+from django.contrib import messages
+from django.core.exceptions import ValidationError
+from django.http import Http404, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+
+from console.diffs import render_diff, unified_diff
+from console.forms import SkillEditForm, SkillNewForm
+from console.markdown import render_markdown
+from console.views.common import apply_validation_error, error_text
+from loop import selectors, skillfiles
+from loop.models import SkillDoc
+from loop.services import skills as skill_services
+
+
+def _split(text: str, key: str = "preview.md") -> tuple[dict, str]:
+    """Front matter and body for display; text that does not parse is shown whole."""
+    try:
+        skill = skillfiles.parse(key, text)
+    except ValueError:
+        return {}, text
+    return skill.meta, skill.body
+
+
+def skill_tree(request):
+    return render(request, "console/skills/tree.html", {"tree": selectors.skill_tree()})
+
+
+def skill_detail(request, key):
+    doc = get_object_or_404(SkillDoc, key=key)
+    revision = selectors.skill_latest(doc)
+    if revision is None:
+        raise Http404("no revision")
+    meta, body = _split(revision.text, doc.key)
+    return render(request, "console/skills/detail.html", {
+        "doc": doc, "revision": revision, "meta": meta, "body_html": render_markdown(body),
+        "revision_count": doc.revisions.count(),
+    })
+
+
+def skill_edit(request, key):
+    doc = get_object_or_404(SkillDoc, key=key)
+    latest = selectors.skill_latest(doc)
+    form = SkillEditForm(request.POST or None, initial={"text": latest.text if latest else ""})
+    if request.method == "POST" and form.is_valid():
+        try:
+            revision = skill_services.skill_edit(actor=request.user, key=doc.key, **form.cleaned_data)
+        except ValidationError as error:
+            apply_validation_error(form, error)
+        else:
+            messages.success(request, f"Saved as revision {revision.number}.")
+            return redirect("skill", key=doc.key)
+    return render(request, "console/skills/form.html", {"form": form, "doc": doc, "latest": latest},
+                  status=400 if form.errors else 200)
+
+
+def skill_new(request):
+    form = SkillNewForm(request.POST or None, initial={"text": (
+        "---\ntitle: \nkind: hardware\napplies_to: {hardware: [h200], models: [any], targets: [any]}\n"
+        "sources: [\"\"]\n---\n\n")})
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        if SkillDoc.objects.filter(key=data["key"]).exists():
+            form.add_error("key", "A skill with this key exists; edit it instead.")
+        else:
+            try:
+                skill_services.skill_edit(actor=request.user, key=data["key"], text=data["text"], note=data["note"])
+            except ValidationError as error:
+                apply_validation_error(form, error)
+            else:
+                messages.success(request, "Skill created.")
+                return redirect("skill", key=data["key"])
+    return render(request, "console/skills/form.html", {"form": form, "doc": None},
+                  status=400 if form.errors else 200)
+
+
+@require_POST
+def skill_preview(request):
+    _, body = _split(request.POST.get("text", ""))
+    return render(request, "console/_preview.html", {"html": render_markdown(body)})
+
+
+def skill_history(request, key):
+    doc = get_object_or_404(SkillDoc, key=key)
+    revisions = selectors.skill_revisions(doc)
+    numbers = [r.number for r in revisions]
+    diff_html, a, b = None, None, None
+    if len(revisions) >= 2 or request.GET.get("a"):
+        try:
+            a = int(request.GET.get("a") or numbers[1])
+            b = int(request.GET.get("b") or numbers[0])
+        except ValueError:
+            raise Http404("bad revision number") from None
+        by_number = {r.number: r for r in revisions}
+        if a not in by_number or b not in by_number:
+            raise Http404("no such revision")
+        diff_html = render_diff(unified_diff(by_number[a].text, by_number[b].text,
+                                             old_name=f"{doc.key}@{a}", new_name=f"{doc.key}@{b}"))
+    return render(request, "console/skills/history.html", {
+        "doc": doc, "revisions": revisions, "diff_html": diff_html, "a": a, "b": b})
+
+
+def skill_download(request):
+    """Every skill's latest revision as a zip of skills/<key> files."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for key, text in selectors.skill_texts():
+            skillfiles.validate_key(key)
+            archive.writestr(f"skills/{key}", text.encode("utf-8"))
+    response = HttpResponse(buffer.getvalue(), content_type="application/zip")
+    response["Content-Disposition"] = 'attachment; filename="ark-skills.zip"'
+    return response
+
+
+@require_POST
+def skill_export(request):
+    root = settings.SKILLS_DIR
+    try:
+        written = skill_services.skill_export(actor=request.user, root=root)
+    except (ValidationError, ValueError) as error:
+        messages.error(request, f"Export refused: {error_text(error)}")
+    else:
+        messages.success(request, f"Wrote {len(written)} files under {root}.")
+    return redirect("skills")
+
+
+@require_POST
+def skill_import(request):
+    root = settings.SKILLS_DIR
+    try:
+        result = skill_services.skill_import_tree(actor=request.user, root=root)
+    except ValidationError as error:
+        messages.error(request, f"Import refused, nothing changed: {error_text(error)}")
+    else:
+        messages.success(request, f"Imported from {root}: {len(result['created'])} new, "
+                                  f"{len(result['updated'])} updated, {len(result['unchanged'])} unchanged.")
+    return redirect("skills")

@@ -1,0 +1,25 @@
+"""Serving-config dispatch: pick a kernel per call by the workload axis (n_ctx)."""
+
+from gpu_worker.dispatch.config import ServingConfig, ServingConfigError, parse_serving_config
+from gpu_worker.dispatch.default import default_topk
+from gpu_worker.dispatch.dispatcher import Dispatcher, Kernel, single_kernel_config
+from gpu_worker.dispatch.loader import (
+    CandidateLoadError,
+    load_candidate_module,
+    source_hash,
+    triton_kernel_names,
+)
+
+__all__ = [
+    "CandidateLoadError",
+    "Dispatcher",
+    "Kernel",
+    "ServingConfig",
+    "ServingConfigError",
+    "default_topk",
+    "load_candidate_module",
+    "parse_serving_config",
+    "single_kernel_config",
+    "source_hash",
+    "triton_kernel_names",
+]

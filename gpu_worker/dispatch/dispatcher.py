@@ -1,0 +1,147 @@
+"""Per-call kernel selection by the serving config's axis value.
+
+Selection reads only host-side integers (the logits width, or a context length the caller
+passes), so it is safe inside CUDA-graph capture: a graph captures whichever kernel the
+config routed its shape to at capture time. A new config takes effect for graphs captured
+after `load` returns; `version` tells a caller its graphs are stale.
+"""
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from gpu_worker.dispatch.config import ServingConfig, ServingConfigError, parse_serving_config
+from gpu_worker.dispatch.default import default_topk
+from gpu_worker.dispatch.loader import CandidateLoadError, load_candidate_module, triton_kernel_names
+
+
+@dataclass(frozen=True)
+class Kernel:
+    name: str  # "default" or the candidate id
+    forward: Callable
+    source_hash: str | None = None
+    triton_names: frozenset = frozenset()
+
+
+DEFAULT_KERNELS = {"dsa_topk": default_topk}
+
+
+class Dispatcher:
+    def __init__(
+        self, target: str = "dsa_topk", *, hardware: str | None = None, default: Callable | None = None
+    ):
+        if default is None and target not in DEFAULT_KERNELS:
+            raise ValueError(f"no default kernel known for target {target!r}")
+        self.target = target
+        self.hardware = hardware  # when set, a config for other hardware is refused
+        self.default = Kernel("default", default or DEFAULT_KERNELS[target])
+        self.config: ServingConfig | None = None
+        self._routes: tuple = ()  # (lo, hi, Kernel) in lo order
+        self._by_value: dict[int, Kernel] = {}
+        self._lock = threading.Lock()
+        self.calls: dict[str, int] = {}
+
+    @property
+    def version(self) -> int:
+        return self.config.version if self.config else 0
+
+    def load(self, data, *, base_dir=None) -> ServingConfig:
+        """Validate and load every kernel, then swap; on any problem the current config stays."""
+        config = parse_serving_config(data, base_dir=base_dir, target=self.target)
+        if self.hardware is not None and config.hardware != self.hardware:
+            raise ServingConfigError(
+                [
+                    f"hardware mismatch: config is for {config.hardware!r}, this dispatcher runs on {self.hardware!r}"
+                ]
+            )
+        routes, problems = [], []
+        for i, route in enumerate(config.routes):
+            if route.kernel is None:
+                routes.append((route.lo, route.hi, self.default))
+                continue
+            ck = route.kernel
+            try:
+                module = load_candidate_module(ck.source, name=ck.candidate_id, params=ck.params)
+            except CandidateLoadError as exc:
+                problems.append(f"route {i}: {exc}")
+                continue
+            routes.append(
+                (
+                    route.lo,
+                    route.hi,
+                    Kernel(
+                        ck.candidate_id,
+                        module.forward,
+                        ck.source_hash,
+                        frozenset(triton_kernel_names(module)),
+                    ),
+                )
+            )
+        if problems:
+            raise ServingConfigError(problems)
+        with self._lock:
+            self.config, self._routes, self._by_value = config, tuple(routes), {}
+        return config
+
+    def load_file(self, path) -> ServingConfig:
+        """Load a config file; a relative source_path is read next to it."""
+        path = Path(path)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ServingConfigError([f"bad schema: cannot read {path}: {exc}"]) from None
+        return self.load(text, base_dir=path.parent)
+
+    def kernel_for(self, value: int) -> Kernel:
+        """The kernel routed for this axis value (host-side lookup, memoised per value)."""
+        kernel = self._by_value.get(value)
+        if kernel is None:
+            kernel = self.default
+            for lo, hi, k in self._routes:
+                if lo <= value and (hi is None or value < hi):
+                    kernel = k
+                    break
+            self._by_value[value] = kernel
+        return kernel
+
+    def topk(self, logits, lengths, k: int, *, n_ctx: int | None = None):
+        kernel = self.kernel_for(logits.shape[1] if n_ctx is None else n_ctx)
+        self.calls[kernel.name] = self.calls.get(kernel.name, 0) + 1
+        return kernel.forward(logits, lengths, k)
+
+    __call__ = topk
+
+
+def single_kernel_config(
+    *,
+    target: str,
+    hardware: str,
+    candidate_id: str,
+    source: str,
+    params: dict | None = None,
+    version: int = 1,
+) -> dict:
+    """A config routing every axis value to one candidate (what the e2e gate serves)."""
+    from gpu_worker.dispatch.loader import source_hash
+
+    return {
+        "schema": "ark.serving/1",
+        "target": target,
+        "hardware": hardware,
+        "version": version,
+        "axis": "n_ctx",
+        "fallback": "default",
+        "routes": [
+            {
+                "lo": 0,
+                "hi": None,
+                "kernel": {
+                    "candidate_id": candidate_id,
+                    "source_hash": source_hash(source),
+                    "params": params or {},
+                    "source": source,
+                },
+            }
+        ],
+    }

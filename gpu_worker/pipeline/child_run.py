@@ -1,0 +1,374 @@
+"""Inside the sandboxed child: load the candidate, then verify (run and save outputs) or benchmark."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import traceback
+from collections import Counter
+from pathlib import Path
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from ..targets import get_target
+from ..targets.base import as_outputs
+from .protocol import derive_seed
+
+# aten ops a candidate's forward may issue itself: allocation, layout and copies; the work is the kernel's.
+ALLOWED_OPS = {
+    "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "zeros", "zeros_like",
+    "new_zeros", "full", "full_like", "new_full", "ones", "ones_like", "new_ones", "fill", "fill_", "zero_",
+    "arange", "view", "_unsafe_view", "reshape", "_reshape_alias", "as_strided", "expand", "clone", "copy_",
+    "_to_copy", "to", "detach", "alias", "lift_fresh", "t", "transpose", "permute", "unsqueeze", "squeeze",
+    "select", "slice", "narrow", "unbind", "split", "resolve_conj", "resolve_neg", "set_", "_local_scalar_dense",
+    "is_same_size", "contiguous", "flatten", "view_as", "expand_as", "unflatten", "_to_dlpack", "_has_compatible_shallow_copy_type",
+}
+EMPTY_OPS = {"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided"}
+INT_POISON = (0x7F7F7F7F, -0x12345679)  # both invalid as indices, and not the pad value -1
+ALLOWED_KERNEL_WORDS = ("FillFunctor", "fill", "Memset", "memset", "Memcpy", "memcpy", "copy_kernel",
+                        "direct_copy")
+
+
+def poison_fill(t: torch.Tensor, variant: int) -> None:
+    if t.numel() == 0:
+        return
+    if t.is_floating_point() or t.is_complex():
+        t.fill_(float("nan"))
+    elif t.dtype == torch.bool:
+        t.fill_(True)
+    else:
+        info = torch.iinfo(t.dtype)
+        t.fill_(max(info.min, min(info.max, INT_POISON[variant % 2])))
+
+
+class OpRecorder(TorchDispatchMode):
+    """Records the aten ops the candidate's forward issues and poisons every uninitialised allocation."""
+
+    def __init__(self, variant: int):
+        super().__init__()
+        self.ops: Counter = Counter()
+        self.variant = variant
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        result = func(*args, **(kwargs or {}))
+        name = func.overloadpacket.__name__
+        self.ops[name] += 1
+        if name in EMPTY_OPS and isinstance(result, torch.Tensor):
+            poison_fill(result, self.variant)
+        return result
+
+
+class LaunchLog:
+    """Which of the candidate's @triton.jit functions launched, and how many CuTe compiles succeeded."""
+
+    def __init__(self):
+        self.names: list[str] = []
+        self.cute_compiles = 0
+        self.cute_compiles_total = 0  # a compile cache in the candidate may skip compiling for a later shape
+        self.recording = False
+
+    def install(self, cute: bool) -> None:
+        log = self
+        classes = []
+        from triton.runtime import jit as tjit
+        classes.append(tjit.JITFunction)
+        try:
+            from triton.runtime.interpreter import InterpretedFunction
+            classes.append(InterpretedFunction)
+        except ImportError:
+            pass
+        for cls in classes:
+            original = cls.run
+
+            def run(self, *args, _original=original, **kwargs):
+                if log.recording and not kwargs.get("warmup", False):
+                    log.names.append(getattr(self.fn, "__name__", "?"))
+                return _original(self, *args, **kwargs)
+
+            cls.run = run
+        if not cute:
+            return
+        try:
+            import cutlass.cute as cute
+        except Exception:
+            return
+        compile_ = cute.compile
+
+        class _Compile:
+            def __call__(self, *args, **kwargs):
+                result = compile_(*args, **kwargs)
+                log.cute_compiles += 1
+                log.cute_compiles_total += 1
+                return result
+
+            def __getitem__(self, item):
+                inner = compile_[item]
+
+                def call(*args, **kwargs):
+                    result = inner(*args, **kwargs)
+                    log.cute_compiles += 1
+                    log.cute_compiles_total += 1
+                    return result
+                return call
+
+        cute.compile = _Compile()
+
+
+def load_module(path: str, name: str):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _storages(tensors) -> list[tuple[int, int]]:
+    spans = []
+    for t in tensors:
+        if isinstance(t, torch.Tensor) and t.numel():
+            s = t.untyped_storage()
+            spans.append((s.data_ptr(), s.data_ptr() + s.nbytes()))
+    return spans
+
+
+def _overlaps(a, b) -> bool:
+    return any(x0 < y1 and y0 < x1 for x0, x1 in a for y0, y1 in b)
+
+
+def _same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
+    if a.dtype != b.dtype or a.shape != b.shape:
+        return False
+    return bool(torch.equal(a.contiguous().view(torch.uint8), b.contiguous().view(torch.uint8)))
+
+
+def structure_findings(outputs, spec, device: str, inputs) -> list[dict]:
+    findings = []
+    if len(outputs) != len(spec):
+        return [{"code": "verify:output_type", "message": f"{len(outputs)} outputs, expected {len(spec)}"}]
+    for i, (t, (shape, dtype)) in enumerate(zip(outputs, spec)):
+        if type(t) is not torch.Tensor:
+            findings.append({"code": "verify:output_type",
+                             "message": f"output {i} is {type(t).__module__}.{type(t).__name__}, not a plain torch.Tensor"})
+            continue
+        if t.dtype != dtype:
+            findings.append({"code": "verify:dtype", "message": f"output {i}: {t.dtype}, expected {dtype}"})
+        if tuple(t.shape) != tuple(shape):
+            findings.append({"code": "verify:shape", "message": f"output {i}: shape {tuple(t.shape)}, expected {tuple(shape)}"})
+        if t.device.type != device:
+            findings.append({"code": "verify:device", "message": f"output {i} on {t.device}, expected {device}"})
+    plain = [t for t in outputs if type(t) is torch.Tensor]
+    if _overlaps(_storages(plain), _storages([x for x in inputs if isinstance(x, torch.Tensor)])):
+        findings.append({"code": "verify:aliases_input", "message": "an output shares memory with an input"})
+    return findings
+
+
+def poison_cuda_allocator(variant: int) -> None:
+    """Fill the caching allocator's free memory with poison, so torch.empty never returns old answers."""
+    free, _ = torch.cuda.mem_get_info()
+    big = torch.empty(min(free // 4, 1 << 30), dtype=torch.uint8, device="cuda")
+    smalls = [torch.empty(1 << 19, dtype=torch.uint8, device="cuda") for _ in range(32)]
+    for t in [big] + smalls:
+        t.fill_(0xFF if variant % 2 == 0 else 0x7F)
+    del big, smalls
+
+
+class Candidate:
+    def __init__(self, forward, own: list[str], dsl: str, device: str, log: LaunchLog, active_threads):
+        self.forward, self.own, self.dsl, self.device, self.log = forward, own, dsl, device, log
+        self.active_threads = active_threads
+
+    def call(self, inputs, variant: int, profile: bool = False) -> dict:
+        threads_before = self.active_threads()
+        if self.device == "cuda":
+            poison_cuda_allocator(variant)
+            torch.cuda.synchronize()
+        self.log.names.clear()
+        self.log.cute_compiles = 0
+        rec = OpRecorder(variant)
+        prof = None
+        kernels = None
+        self.log.recording = True
+        try:
+            if profile:
+                try:
+                    prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU,
+                                                              torch.profiler.ProfilerActivity.CUDA])
+                    prof.__enter__()
+                except Exception:
+                    prof = None
+            try:
+                with rec:
+                    result = self.forward(*inputs)
+                if self.device == "cuda":
+                    torch.cuda.synchronize()
+            finally:
+                if prof is not None:
+                    prof.__exit__(None, None, None)
+        finally:
+            self.log.recording = False
+        if prof is not None:
+            try:
+                kernels = sorted({e.name for e in prof.events()
+                                  if e.device_type == torch.autograd.DeviceType.CUDA})
+            except Exception:
+                kernels = None
+        return {"result": result, "launches": list(self.log.names), "ops": dict(rec.ops), "kernels": kernels,
+                "threads": self.active_threads() - threads_before, "cute_compiles": self.log.cute_compiles}
+
+
+def evidence_findings(call: dict, cand: Candidate) -> list[dict]:
+    findings = []
+    foreign_ops = sorted(op for op in call["ops"] if op not in ALLOWED_OPS)
+    if foreign_ops:
+        findings.append({"code": "verify:torch_fallback",
+                         "message": f"forward ran torch ops that do the work outside the kernel: {', '.join(foreign_ops)}"})
+    if cand.dsl == "triton" and not any(n in cand.own for n in call["launches"]):
+        findings.append({"code": "verify:no_kernel_launch",
+                         "message": "none of the candidate's @triton.jit kernels was launched"})
+    if call["threads"] > 0:
+        findings.append({"code": "verify:thread", "message": f"{call['threads']} new thread(s) after forward"})
+    if call["kernels"] is not None:
+        # Triton kernels carry their function's name; CuTe DSL mangles it, so any non-ATen kernel counts there
+        own = [k for k in call["kernels"] if any(n in k for n in cand.own)
+               or (cand.dsl == "cute" and "at::" not in k and not any(w in k for w in ALLOWED_KERNEL_WORDS))]
+        foreign = [k for k in call["kernels"] if k not in own and not any(w in k for w in ALLOWED_KERNEL_WORDS)]
+        if not own:
+            findings.append({"code": "verify:no_kernel_evidence",
+                             "message": f"the profiler saw none of the candidate's kernels ({', '.join(cand.own)}) run"})
+        if foreign:
+            findings.append({"code": "verify:torch_fallback",
+                             "message": f"foreign GPU kernels ran: {', '.join(foreign[:5])}"})
+    return findings
+
+
+def _save(path: Path, outputs) -> None:
+    torch.save([t.detach().cpu() for t in outputs], path)
+
+
+def verify(cfg, out, target, cand: Candidate, seed: int, perf) -> None:
+    device = cand.device
+    outdir = Path(cfg["outputs_dir"])
+    for i, shape in enumerate(cfg["shapes"]):
+        t0 = perf()
+        msg = {"type": "verify_shape", "index": i, "shape": shape, "findings": []}
+        findings = msg["findings"]
+        try:
+            inputs = target.make_inputs(shape, derive_seed(seed, "verify", i, 0), device)
+            tensors = [x for x in inputs if isinstance(x, torch.Tensor)]
+            snapshot = [x.clone() for x in tensors]
+            spec = target.output_spec(shape)
+            if device == "cpu" and cand.dsl == "cute":
+                try:
+                    cand.call(inputs, 0)
+                except Exception as e:
+                    compiled = cand.log.cute_compiles_total
+                    msg["status"] = "compile_only" if compiled else "error"
+                    if not compiled:
+                        findings.append({"code": "verify:compile_error",
+                                         "message": f"{type(e).__name__}: {traceback.format_exc()[-3000:]}"})
+                else:
+                    msg["status"] = "error"
+                    findings.append({"code": "verify:no_kernel_launch",
+                                     "message": "a CuTe candidate returned on a CPU host: it cannot have launched"})
+                msg["seconds"] = perf() - t0
+                out.send(**msg)
+                continue
+
+            first = cand.call(inputs, 0, profile=(device == "cuda"))
+            outs1 = as_outputs(first["result"])
+            msg.update(launches=sorted(set(first["launches"])), ops=first["ops"], kernels=first["kernels"])
+            findings += structure_findings(outs1, spec, device, inputs)
+            findings += evidence_findings(first, cand)
+            if not all(_same_bits(a, b) for a, b in zip(tensors, snapshot)):
+                findings.append({"code": "verify:mutated_input", "message": "forward modified its inputs"})
+                for x, s in zip(tensors, snapshot):
+                    x.copy_(s)
+            if any(f["code"] in ("verify:output_type", "verify:shape", "verify:dtype", "verify:device")
+                   for f in findings):
+                msg["status"] = "ran"
+                msg["seconds"] = perf() - t0
+                out.send(**msg)
+                continue
+
+            second = cand.call(inputs, 1)
+            outs2 = as_outputs(second["result"])
+            findings += [f for f in structure_findings(outs2, spec, device, inputs) if f not in findings]
+            if _overlaps(_storages(outs1), _storages(outs2)):
+                findings.append({"code": "verify:reused_output",
+                                 "message": "two calls returned the same output memory (a cached or static result)"})
+            elif not all(_same_bits(a, b) for a, b in zip(target.canonical(outs1[0] if len(outs1) == 1 else outs1),
+                                                          target.canonical(outs2[0] if len(outs2) == 1 else outs2))):
+                findings.append({"code": "verify:nondeterministic",
+                                 "message": "two runs on the same inputs gave different results"})
+
+            # same memory, new contents: a result cached by pointer or shape is now stale
+            fresh = target.make_inputs(shape, derive_seed(seed, "verify", i, 1), device)
+            for x, y in zip(inputs, fresh):
+                if isinstance(x, torch.Tensor):
+                    x.copy_(y)
+            third = cand.call(inputs, 0)
+            outs3 = as_outputs(third["result"])
+            for f in structure_findings(outs3, spec, device, inputs):
+                if f not in findings:
+                    findings.append(f)
+            _save(outdir / f"verify_{i}_a.pt", outs1)
+            _save(outdir / f"verify_{i}_c.pt", outs3)
+            msg.update(status="ran", files=[f"verify_{i}_a.pt", f"verify_{i}_c.pt"])
+        except torch.OutOfMemoryError as e:
+            msg["status"] = "error"
+            findings.append({"code": "verify:oom", "message": str(e)[:2000]})
+        except Exception as e:
+            msg["status"] = "error"
+            text = traceback.format_exc()[-3000:]
+            code = "verify:cuda_error" if "CUDA error" in str(e) or "illegal memory" in str(e) else "verify:exception"
+            findings.append({"code": code, "message": text})
+        msg["seconds"] = perf() - t0
+        out.send(**msg)
+        if msg["status"] == "error" and any(f["code"] == "verify:cuda_error" for f in findings):
+            return  # the CUDA context is unusable after a device fault
+
+
+def run(cfg: dict, out, *, perf, active_threads) -> None:
+    target = get_target(cfg["target"])
+    device = cfg["device"]
+    if device == "cpu":
+        from . import interpreter_fix
+        interpreter_fix.install()
+    if cfg["mode"] == "e2e":
+        from ..e2e import run_gate  # the e2e engineer's gate, run here so the candidate stays sandboxed
+        inc = cfg.get("incumbent_path")
+        stage = run_gate(target=cfg["target"], candidate_source=Path(cfg["candidate_path"]).read_text(),
+                         incumbent_source=Path(inc).read_text() if inc else None, profile=cfg["profile"])
+        out.send(type="e2e", stage=stage)
+        out.send(type="done")
+        return
+    log = LaunchLog()
+    log.install(cute=cfg.get("dsl") == "cute")
+    try:
+        module = load_module(cfg["candidate_path"], "ark_candidate")
+    except BaseException as e:
+        if isinstance(e, KeyboardInterrupt):
+            raise
+        out.send(type="load", status="fail", findings=[{"code": "verify:import_error",
+                                                        "message": traceback.format_exc()[-3000:]}])
+        return
+    forward = getattr(module, "forward", None)
+    if not callable(forward):
+        out.send(type="load", status="fail", findings=[{"code": "verify:no_forward",
+                                                        "message": "the module defines no callable forward"}])
+        return
+    own = list(cfg.get("kernels") or [])
+    out.send(type="load", status="pass", own_kernels=own)
+    secret = sys.stdin.readline()
+    seed = int(secret.strip() or "0")
+    cand = Candidate(forward, own, cfg.get("dsl", "triton"), device, log, active_threads)
+    if cfg["mode"] == "verify":
+        verify(cfg, out, target, cand, seed, perf)
+    else:
+        from .bench_child import benchmark
+        incumbent = target.baseline
+        if cfg.get("incumbent_path"):
+            incumbent = load_module(cfg["incumbent_path"], "ark_incumbent").forward
+        benchmark(cfg, out, target, forward, incumbent, target.baseline, seed, perf)
+    out.send(type="done")

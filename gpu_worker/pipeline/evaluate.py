@@ -1,0 +1,361 @@
+"""evaluate(spec) -> report: guard, verify, benchmark, e2e for one candidate (DESIGN.md, Contracts)."""
+
+from __future__ import annotations
+
+import math
+import os
+import secrets
+import shutil
+import tempfile
+import time
+import traceback
+from pathlib import Path
+
+from .. import hardware
+from ..targets import get_target
+from . import referee, stats
+from .guard import check_candidate
+from .sandbox import run_child
+
+SCHEMA = "ark.report/1"
+VERIFY_TIMEOUT_S = {"cpu": 240.0, "smoke": 180.0, "full": 420.0}
+BENCH_TIMEOUT_S = {"smoke": 180.0, "full": 420.0}
+E2E_TIMEOUT_S = 420.0
+MIN_NOISE_DELTA = 0.02
+
+
+def _device() -> str:
+    forced = os.environ.get("ARK_DEVICE")
+    if forced in ("cpu", "cuda"):
+        return forced
+    try:
+        import torch
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    except Exception:
+        return "cpu"
+
+
+def _clean(value):
+    """JSON-safe: non-finite floats become None, tuples lists."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    return value
+
+
+class _Stages:
+    def __init__(self, report: dict, on_progress):
+        self.report, self.on_progress = report, on_progress
+
+    def start(self, name: str, **detail) -> float:
+        self._notify(name, "running", detail)
+        return time.monotonic()
+
+    def end(self, name: str, t0: float, entry: dict) -> dict:
+        entry["seconds"] = round(time.monotonic() - t0, 3)
+        entry.setdefault("findings", [])
+        self.report["stages"][name] = entry
+        self._notify(name, entry["status"], {"findings": [f["code"] for f in entry["findings"]]})
+        return entry
+
+    def put(self, name: str, entry: dict) -> None:
+        """A stage that did not run (skipped, unavailable): recorded and announced."""
+        entry.setdefault("findings", [])
+        entry.setdefault("seconds", 0.0)
+        self.report["stages"][name] = entry
+        self._notify(name, entry["status"], {"reason": entry.get("reason")})
+
+    def _notify(self, stage, status, detail):
+        if self.on_progress:
+            try:
+                self.on_progress(stage, status, detail)
+            except Exception:
+                pass
+
+
+def evaluate(spec: dict, *, on_progress=None) -> dict:
+    """Run the pipeline on one candidate. Never raises for a bad candidate; returns the report."""
+    wall0 = time.monotonic()
+    report = {"schema": SCHEMA, "candidate_id": spec.get("candidate_id"), "attempt": spec.get("attempt", 1),
+              "target": spec.get("target"), "target_version": None, "profile": spec.get("profile", "smoke"),
+              "mode": None, "hardware": None, "isolation": None, "stages": {},
+              "summary": {"geomean_speedup": None, "geomean_ci95": None, "floor_fraction": None}, "verdict": {}}
+    stages = _Stages(report, on_progress)
+    try:
+        _evaluate(spec, report, stages)
+    except Exception:
+        report["verdict"] = {"status": "error", "complete": False, "reasons": ["harness:exception"],
+                             "message": traceback.format_exc()[-4000:]}
+    report["wall_s"] = round(time.monotonic() - wall0, 3)
+    return _clean(report)
+
+
+def _evaluate(spec: dict, report: dict, stages: _Stages) -> None:
+    try:
+        target = get_target(spec.get("target") or "")
+    except KeyError as e:
+        report["verdict"] = {"status": "error", "complete": False, "reasons": ["spec:unknown_target"],
+                             "message": str(e)}
+        return
+    device = _device()
+    mode = "gpu" if device == "cuda" else "cpu"
+    profile = spec.get("profile") or "smoke"
+    if profile not in ("smoke", "full"):
+        profile = "smoke"
+    effective = profile if mode == "gpu" else "smoke"
+    seed = int(spec["seed"]) if spec.get("seed") is not None else secrets.randbits(63)
+    report.update(target_version=target.version, mode=mode, profile=profile, profile_effective=effective,
+                  hardware=hardware.fingerprint())
+    source = spec.get("source") or ""
+
+    t = stages.start("guard")
+    findings, info = check_candidate(source, target)
+    stages.end("guard", t, {"status": "fail" if findings else "pass", "findings": findings, "dsl": info["dsl"],
+                            "kernels": info["kernels"]})
+    if findings:
+        for name in ("verify", "benchmark"):
+            stages.put(name, {"status": "skipped", "reason": "guard failed"})
+        _finish(report, target, stages)
+        return
+
+    scratch_root = Path(tempfile.mkdtemp(prefix="ark-eval-"))
+    try:
+        verify_entry = _verify(spec, report, stages, target, source, info, device, effective, seed, scratch_root)
+        if mode == "cpu":
+            stages.put("benchmark", {"status": "unavailable", "reason": "timings need a GPU worker"})
+        elif verify_entry["status"] != "pass":
+            stages.put("benchmark", {"status": "skipped", "reason": "verification failed"})
+        else:
+            _benchmark(spec, report, stages, target, source, info, effective, seed, scratch_root)
+        ctx = {"stages": stages, "scratch_root": scratch_root, "source": source, "spec": spec, "info": info,
+               "profile": effective, "seed": seed} if mode == "gpu" else None
+        _finish(report, target, stages, ctx)
+    finally:
+        shutil.rmtree(scratch_root, ignore_errors=True)
+
+
+def _child_cfg(target, info, device, mode, shapes, profile, candidate_path, incumbent_path=None) -> dict:
+    return {"target": target.name, "device": device, "mode": mode, "shapes": shapes, "profile": profile,
+            "dsl": info["dsl"], "kernels": info["kernels"], "candidate_path": str(candidate_path),
+            "incumbent_path": str(incumbent_path) if incumbent_path else None}
+
+
+def _write_source(scratch: Path, name: str, source: str) -> Path:
+    path = scratch / "work" / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(source)
+    os.chmod(path, 0o644)
+    return path
+
+
+def _crash_findings(run, stage: str) -> list[dict]:
+    if run.timed_out:
+        return [{"code": f"{stage}:timeout", "message": "the child ran past its time limit and was killed "
+                 f"with its process group; output tail:\n{run.log_tail[-1500:]}"}]
+    if not any(m.get("type") == "done" for m in run.messages):
+        rc = run.returncode
+        how = f"signal {-rc}" if rc is not None and rc < 0 else f"exit code {rc}"
+        return [{"code": f"{stage}:crash", "message": f"the child died ({how}) before finishing; output tail:\n"
+                 f"{run.log_tail[-1500:]}"}]
+    return []
+
+
+def _verify(spec, report, stages, target, source, info, device, profile, seed, scratch_root) -> dict:
+    shapes = target.verify_shapes(profile, seed)
+    t = stages.start("verify", shapes=len(shapes))
+    scratch = scratch_root / "verify"
+    scratch.mkdir()
+    path = _write_source(scratch, "candidate.py", source)
+    cfg = _child_cfg(target, info, device, "verify", shapes, profile, path)
+    timeout = float(spec.get("verify_timeout_s") or VERIFY_TIMEOUT_S["cpu" if device == "cpu" else profile])
+    run = run_child(cfg, secret=str(seed), timeout_s=timeout, scratch=scratch, device=device)
+    report["isolation"] = run.protections
+    findings: list[dict] = []
+    per_shape = []
+    load = next((m for m in run.messages if m.get("type") == "load"), None)
+    fatal = [m for m in run.messages if m.get("type") == "fatal"]
+    for m in fatal:
+        findings.append({"code": m.get("code", "harness:fatal"), "message": m.get("message", "")})
+    if load and load.get("status") == "fail":
+        findings += load.get("findings", [])
+    compile_only = False
+    msgs = {m["index"]: m for m in run.messages if m.get("type") == "verify_shape"}
+    outputs_dir = scratch / "outputs"
+    for i, shape in enumerate(shapes):
+        m = msgs.get(i)
+        entry = {"shape": shape, "pass": False, "max_error": None, "message": "not run"}
+        if m is None:
+            per_shape.append(entry)
+            continue
+        shape_findings = list(m.get("findings", []))
+        entry.update(seconds=m.get("seconds"), launches=m.get("launches"), kernels=m.get("kernels"))
+        if m.get("status") == "compile_only":
+            compile_only = True
+            entry.update(pass_=None, message="compile-only (CuTe DSL on a CPU host): numerics not checked")
+            entry["pass"] = None
+            entry.pop("pass_")
+        elif m.get("status") == "ran" and m.get("files"):
+            verdict = referee.judge(target, shape, i, seed, outputs_dir, m["files"], device)
+            shape_findings += verdict["findings"]
+            entry.update(max_error=verdict["max_error"], message=verdict["message"])
+            entry["pass"] = verdict["pass"] and not shape_findings
+        else:
+            entry["message"] = "; ".join(f["code"] for f in shape_findings) or "did not run"
+        if shape_findings:
+            entry["pass"] = False
+            entry["message"] = f"{shape_findings[0]['code']}: {shape_findings[0]['message'][:300]}"
+        for f in shape_findings:
+            f = dict(f, shape_index=i)
+            findings.append(f)
+        per_shape.append(entry)
+    if device == "cuda":
+        import torch
+        torch.cuda.empty_cache()  # the referee's memory goes back before the benchmark child starts
+    if not findings:
+        findings += _crash_findings(run, "verify")
+    elif run.timed_out:
+        findings += _crash_findings(run, "verify")
+    ran_all = all(e["pass"] is not None for e in per_shape)
+    if findings or not per_shape:
+        status = "fail" if findings else "error"
+    elif compile_only and not ran_all:
+        status = "compile_only"
+    else:
+        status = "pass" if all(e["pass"] for e in per_shape) else "fail"
+    if status == "fail" and not findings:
+        findings.append({"code": "verify:wrong", "message": "a shape did not pass"})
+    return stages.end("verify", t, {"status": status, "shapes": per_shape, "findings": _dedupe(findings),
+                                    "child_wall_s": round(run.wall_s, 3), "returncode": run.returncode})
+
+
+def _dedupe(findings: list[dict]) -> list[dict]:
+    seen, out = set(), []
+    for f in findings:
+        key = (f.get("code"), (f.get("message") or "")[:200])
+        if key not in seen:
+            seen.add(key)
+            out.append(f)
+    return out
+
+
+def _benchmark(spec, report, stages, target, source, info, profile, seed, scratch_root) -> None:
+    shapes = target.benchmark_shapes(profile)
+    t = stages.start("benchmark", shapes=len(shapes))
+    scratch = scratch_root / "bench"
+    scratch.mkdir()
+    path = _write_source(scratch, "candidate.py", source)
+    inc_path = _write_source(scratch, "incumbent.py", spec["incumbent_source"]) if spec.get("incumbent_source") else None
+    cfg = _child_cfg(target, info, "cuda", "bench", shapes, profile, path, inc_path)
+    clocks_before = hardware.fingerprint()
+    run = run_child(cfg, secret=str(seed), timeout_s=BENCH_TIMEOUT_S[profile], scratch=scratch, device="cuda")
+    clocks_after = hardware.fingerprint()
+    ceil = stats.ceilings_for((report.get("hardware") or {}).get("kind"))
+    findings, per_shape, summary, claimed_s = bench_results(run.messages, target, ceil, run.wall_s)
+    findings += _crash_findings(run, "benchmark") if not any(m.get("type") == "done" for m in run.messages) else []
+    status = "fail" if findings else ("pass" if per_shape and len(per_shape) == len(shapes) else "error")
+    report["summary"] = summary
+    stages.end("benchmark", t, {"status": status, "shapes": per_shape, "findings": _dedupe(findings),
+                                "clocks_before": _clocks(clocks_before), "clocks_after": _clocks(clocks_after),
+                                "child_wall_s": round(run.wall_s, 3), "claimed_gpu_s": round(claimed_s, 4),
+                                "ceilings": ceil})
+
+
+def bench_results(messages: list[dict], target, ceil: dict | None, wall_s: float):
+    """(findings, per-shape entries, summary, claimed GPU seconds) from the bench child's messages."""
+    findings, per_shape = [], []
+    ratio_samples, ratios, floors = [], [], []
+    claimed_s = 0.0
+    for m in sorted((m for m in messages if m.get("type") == "bench_shape"), key=lambda m: m["index"]):
+        findings += [dict(f, shape_index=m["index"]) for f in m.get("findings", [])]
+        k = m.get("kernels", {})
+        if "candidate" not in k or "incumbent" not in k:
+            per_shape.append({"shape": m["shape"], "status": "error"})
+            continue
+        entry = {"shape": m["shape"], "rounds": m.get("rounds"), "input_sets": m.get("input_sets")}
+        for name, data in k.items():
+            times = data["times_us"]
+            claimed_s += sum(times) * 1e-6
+            entry[name] = {"median_us": float(stats.np.median(times)), "ci95_us": stats.median_ci(times),
+                           "host_us": data.get("host_us"), "stale_replays": data.get("stale_replays")}
+        cand = k["candidate"]["times_us"]
+        r = stats.paired_ratio(cand, k["incumbent"]["times_us"])
+        aa = stats.paired_ratio(k["incumbent"]["times_us"], k["incumbent_aa"]["times_us"], seed=1)
+        noise = max(abs(aa["ci95"][0] - 1), abs(aa["ci95"][1] - 1))
+        med = entry["candidate"]["median_us"]
+        roof = stats.roofline(target.bytes_min(m["shape"]), target.flops(m["shape"]), med, ceil)
+        default_med = entry.get("default", entry["incumbent"])["median_us"]
+        entry.update(ratio=r["ratio"], ratio_ci95=r["ci95"], noise_aa=noise, aa_ratio=aa["ratio"],
+                     delta=max(MIN_NOISE_DELTA, 2 * noise), default_median_us=default_med,
+                     faster=r["ci95"][1] < 1 - max(MIN_NOISE_DELTA, 2 * noise), **roof)
+        host = k["candidate"].get("host_us")
+        if host and host > 3 * med + 50:  # host-timed replays far slower than the events claim
+            findings.append({"code": "bench:timing_mismatch", "shape_index": m["index"],
+                             "message": f"host wall time per replay {host:.1f} us vs event median {med:.1f} us"})
+        ratio_samples.append(r["samples"])
+        ratios.append(r["ratio"])
+        floors.append(roof["floor_fraction"])
+        per_shape.append(entry)
+    if claimed_s > wall_s:
+        findings.append({"code": "bench:timing_mismatch", "message": f"the child claims {claimed_s:.2f} s of GPU "
+                         f"time in {wall_s:.2f} s of wall time"})
+    for m in messages:
+        if m.get("type") in ("fatal",) or (m.get("type") == "load" and m.get("status") == "fail"):
+            findings += m.get("findings", []) or [{"code": m.get("code", "harness:fatal"), "message": m.get("message", "")}]
+    return findings, per_shape, stats.summarize_shapes(ratio_samples, ratios, floors), claimed_s
+
+
+def _clocks(fp: dict) -> dict:
+    return {k: fp.get(k) for k in ("sm_clock_mhz", "mem_clock_mhz", "throttle_reasons")}
+
+
+def _e2e(report: dict, target, ctx: dict | None, stages: "_Stages") -> None:
+    """The e2e gate (gpu_worker.e2e.run_gate) in its own sandboxed child, after a passing benchmark."""
+    if target.e2e_slot is None:
+        stages.put("e2e", {"status": "skipped", "reason": "no e2e slot for this target"})
+        return
+    if report["stages"].get("benchmark", {}).get("status") != "pass" or ctx is None:
+        stages.put("e2e", {"status": "skipped", "reason": "needs a passing benchmark on a GPU"})
+        return
+    t = ctx["stages"].start("e2e")
+    scratch = ctx["scratch_root"] / "e2e"
+    scratch.mkdir()
+    path = _write_source(scratch, "candidate.py", ctx["source"])
+    inc = ctx["spec"].get("incumbent_source")
+    inc_path = _write_source(scratch, "incumbent.py", inc) if inc else None
+    cfg = _child_cfg(target, ctx["info"], "cuda", "e2e", [], ctx["profile"], path, inc_path)
+    run = run_child(cfg, secret=str(ctx["seed"]), timeout_s=E2E_TIMEOUT_S, scratch=scratch, device="cuda")
+    msg = next((m for m in run.messages if m.get("type") == "e2e"), None)
+    if msg is None:
+        findings = _crash_findings(run, "e2e") or [{"code": "e2e:no_result", "message": run.log_tail[-1500:]}]
+        entry = {"status": "error", "findings": findings}
+    else:
+        entry = dict(msg["stage"])
+        entry.setdefault("findings", [])
+    ctx["stages"].end("e2e", t, entry)
+
+
+def _finish(report: dict, target, stages: "_Stages", ctx: dict | None = None) -> None:
+    _e2e(report, target, ctx, stages)
+    reasons, status = [], "pass"
+    for name in ("guard", "verify", "benchmark", "e2e"):
+        st = report["stages"].get(name, {})
+        codes = [f["code"] for f in st.get("findings", [])]
+        if st.get("status") == "fail":
+            status = "fail"
+        elif st.get("status") == "error" and status != "fail":
+            status = "error"
+        for c in codes:
+            if c not in reasons:
+                reasons.append(c)
+    if any(r.startswith("harness:") for r in reasons) and status == "fail":
+        status = "error"
+    complete = report["stages"].get("benchmark", {}).get("status") == "pass"
+    if status == "pass":
+        if report["stages"].get("verify", {}).get("status") == "compile_only":
+            reasons.append("verify:compile_only")
+        if report["stages"].get("benchmark", {}).get("status") == "unavailable":
+            reasons.append("benchmark:unavailable")
+    report["verdict"] = {"status": status, "complete": complete, "reasons": reasons}

@@ -1,0 +1,291 @@
+"""Static checks on a candidate's source, before anything runs (REFERENCE.md §5).
+
+A finding is {"code": "guard:<kind>", "message", "line"}. Any finding fails the candidate: a
+candidate is one small file that launches its own kernels through the target's DSL, and nothing
+else (no files, network, environment, threads, streams, introspection or patching of modules).
+"""
+
+from __future__ import annotations
+
+import ast
+
+MAX_SOURCE_BYTES = 64 * 1024
+
+ALLOWED_MODULES = ("torch", "torch.nn", "torch.nn.functional", "triton", "triton.language", "cutlass",
+                   "math", "functools", "typing", "itertools", "operator", "dataclasses", "__future__",
+                   "cuda.bindings.driver")
+# torch.<sub> modules that carry their own finding when imported or used
+TORCH_SUBMODULE_CODES = {
+    "torch.utils.cpp_extension": "guard:native_code", "torch.library": "guard:native_code",
+    "torch.ops": "guard:torch_fallback", "torch.compile": "guard:torch_fallback",
+    "torch.jit": "guard:torch_fallback", "torch.cuda.jiterator": "guard:native_code",
+    "torch.backends": "guard:torch_flags", "torch.profiler": "guard:harness",
+    "torch.autograd.profiler": "guard:harness", "torch.multiprocessing": "guard:thread",
+    "torch.distributed": "guard:network", "torch.hub": "guard:network", "torch.load": "guard:file",
+    "torch.save": "guard:file", "torch.from_file": "guard:file", "torch.manual_seed": "guard:torch_flags",
+    "torch.seed": "guard:torch_flags", "torch.random": "guard:torch_flags",
+    "torch.use_deterministic_algorithms": "guard:torch_flags",
+}
+TORCH_CUDA_ALLOWED = {"current_stream", "current_device", "get_device_properties", "device_count",
+                      "is_available", "get_device_capability"}
+MODULE_CODES = {
+    "threading": "guard:thread", "_thread": "guard:thread", "multiprocessing": "guard:thread",
+    "concurrent": "guard:thread", "asyncio": "guard:thread", "sched": "guard:thread",
+    "subprocess": "guard:subprocess", "pty": "guard:subprocess", "signal": "guard:subprocess",
+    "socket": "guard:network", "ssl": "guard:network", "http": "guard:network", "urllib": "guard:network",
+    "requests": "guard:network", "ftplib": "guard:network", "smtplib": "guard:network",
+    "xmlrpc": "guard:network", "selectors": "guard:network", "select": "guard:network",
+    "os": "guard:env", "posix": "guard:env", "sys": "guard:introspection",
+    "pathlib": "guard:file", "shutil": "guard:file", "io": "guard:file", "tempfile": "guard:file",
+    "glob": "guard:file", "fileinput": "guard:file", "pickle": "guard:file", "shelve": "guard:file",
+    "sqlite3": "guard:file", "mmap": "guard:ctypes", "ctypes": "guard:ctypes", "cffi": "guard:ctypes",
+    "importlib": "guard:exec", "builtins": "guard:exec", "runpy": "guard:exec", "code": "guard:exec",
+    "codeop": "guard:exec", "imp": "guard:exec", "pkgutil": "guard:exec", "marshal": "guard:exec",
+    "gc": "guard:introspection", "inspect": "guard:introspection", "weakref": "guard:introspection",
+    "traceback": "guard:introspection", "atexit": "guard:introspection",
+    "time": "guard:harness", "timeit": "guard:harness", "gpu_worker": "guard:harness", "ark": "guard:harness",
+    "loop": "guard:harness", "console": "guard:harness", "pytest": "guard:harness", "celery": "guard:harness",
+    "django": "guard:harness", "numpy": "guard:torch_fallback", "scipy": "guard:torch_fallback",
+}
+BUILTIN_CODES = {
+    "exec": "guard:exec", "eval": "guard:exec", "compile": "guard:exec", "__import__": "guard:exec",
+    "open": "guard:file", "input": "guard:file", "breakpoint": "guard:introspection",
+    "globals": "guard:introspection", "locals": "guard:introspection", "vars": "guard:introspection",
+    "getattr": "guard:introspection", "setattr": "guard:introspection", "delattr": "guard:introspection",
+    "__builtins__": "guard:introspection", "__loader__": "guard:introspection", "__spec__": "guard:introspection",
+    "memoryview": "guard:introspection", "exit": "guard:subprocess", "quit": "guard:subprocess",
+}
+OS_CODES = {"environ": "guard:env", "environb": "guard:env", "getenv": "guard:env", "putenv": "guard:env",
+            "unsetenv": "guard:env", "system": "guard:subprocess", "popen": "guard:subprocess",
+            "fork": "guard:subprocess", "kill": "guard:subprocess", "_exit": "guard:subprocess"}
+LAZY_NAMES = {"as_subclass", "_make_subclass", "_make_wrapper_subclass", "__torch_function__",
+              "__torch_dispatch__"}
+DSL_ROOTS = ("triton", "cutlass", "math")
+
+
+def _finding(code: str, message: str, node: ast.AST | None = None) -> dict:
+    return {"code": code, "message": message, "line": getattr(node, "lineno", None)}
+
+
+def _module_code(module: str) -> str | None:
+    if any(module == a or module.startswith(a + ".") for a in ALLOWED_MODULES if a != "torch"):
+        return None
+    if module == "torch" or module.startswith("torch."):
+        for prefix, code in TORCH_SUBMODULE_CODES.items():
+            if module == prefix or module.startswith(prefix + "."):
+                return code
+        if module.startswith("torch._"):
+            return "guard:introspection"
+        return None if module in ALLOWED_MODULES or module.startswith("torch.cuda") else "guard:forbidden_import"
+    if module.startswith("cuda."):
+        return "guard:native_code"
+    root = module.split(".")[0]
+    return MODULE_CODES.get(module, MODULE_CODES.get(root, "guard:forbidden_import"))
+
+
+class _Visitor(ast.NodeVisitor):
+    def __init__(self, forbidden_torch: frozenset[str]):
+        self.forbidden = forbidden_torch
+        self.findings: list[dict] = []
+        self.aliases: dict[str, str] = {}  # local name -> dotted module path or object
+        self.triton_jit: set[str] = set()
+        self.cute_fns: set[str] = set()
+        self.launched: set[str] = set()  # names used as kernel[grid](...)
+        self.loaded: set[str] = set()
+
+    def add(self, code, message, node):
+        self.findings.append(_finding(code, message, node))
+
+    # imports -------------------------------------------------------------------------------------
+    def visit_Import(self, node):
+        for a in node.names:
+            self._check_import(a.name, node)
+            if a.asname:
+                self.aliases[a.asname] = a.name
+            else:
+                self.aliases[a.name.split(".")[0]] = a.name.split(".")[0]
+
+    def visit_ImportFrom(self, node):
+        if node.level:
+            self.add("guard:forbidden_import", "relative import", node)
+            return
+        mod = node.module or ""
+        self._check_import(mod, node)
+        for a in node.names:
+            full = f"{mod}.{a.name}"
+            if a.name == "*":
+                self.add("guard:forbidden_import", f"'from {mod} import *'", node)
+                continue
+            sub = _module_code(full)
+            if sub and sub != _module_code(mod):
+                self.add(sub, f"import of {full}", node)
+            self._check_dotted(full, node)
+            self.aliases[a.asname or a.name] = full
+
+    def _check_import(self, module, node):
+        code = _module_code(module)
+        if code:
+            self.add(code, f"import of '{module}' is not allowed in a candidate", node)
+            if code != "guard:forbidden_import":
+                self.add("guard:forbidden_import", f"'{module}' is outside the import allowlist", node)
+
+    # names and attributes ------------------------------------------------------------------------
+    def _dotted(self, node) -> str | None:
+        parts = []
+        while isinstance(node, ast.Attribute):
+            parts.append(node.attr)
+            node = node.value
+        if isinstance(node, ast.Name) and node.id in self.aliases:
+            parts.append(self.aliases[node.id])
+            return ".".join(reversed(parts))
+        return None
+
+    def _check_dotted(self, full: str, node):
+        parts = full.split(".")
+        if parts[0] == "torch":
+            for prefix, code in TORCH_SUBMODULE_CODES.items():
+                if full == prefix or full.startswith(prefix + "."):
+                    self.add(code, f"use of {prefix}", node)
+                    return
+            if len(parts) > 2 and parts[1] == "cuda" and parts[2] not in TORCH_CUDA_ALLOWED:
+                self.add("guard:stream", f"torch.cuda.{parts[2]}: streams, events, graphs and device state "
+                         "belong to the harness", node)
+            elif any(p.startswith("_") for p in parts[1:]):
+                self.add("guard:introspection", f"private torch API {full}", node)
+            elif parts[-1] in self.forbidden:
+                self.add("guard:torch_fallback", f"{full} is the torch op this target replaces", node)
+            elif len(parts) == 2 and parts[1].startswith("set_"):
+                self.add("guard:torch_flags", f"{full} changes global torch state", node)
+        elif parts[0] in ("os", "posix") and len(parts) > 1:
+            code = OS_CODES.get(parts[1]) or ("guard:subprocess" if parts[1].startswith(("exec", "spawn"))
+                                              else "guard:file")
+            self.add(code, f"{full}", node)
+        elif parts[0] == "cuda" and len(parts) > 3 and parts[3] != "CUstream":
+            self.add("guard:native_code", f"{full}: only CUstream may be taken from the CUDA driver bindings",
+                     node)
+
+    def visit_Attribute(self, node):
+        if node.attr.startswith("__") and node.attr.endswith("__"):
+            self.add("guard:introspection", f"dunder attribute .{node.attr}", node)
+        if node.attr in LAZY_NAMES:
+            self.add("guard:lazy_output", f".{node.attr}: outputs must be plain tensors", node)
+        full = self._dotted(node)
+        if full is not None and not isinstance(getattr(node, "_parent", None), ast.Attribute):
+            self._check_dotted(full, node)
+            if isinstance(node.ctx, (ast.Store, ast.Del)):
+                self.add("guard:harness", f"assignment to {full}: candidates may not patch modules", node)
+        elif full is None and isinstance(node.ctx, ast.Load) and node.attr in self.forbidden \
+                and isinstance(getattr(node, "_parent", None), ast.Call):
+            self.add("guard:torch_fallback", f".{node.attr}(): the torch op this target replaces", node)
+        self.generic_visit(node)
+
+    def visit_Name(self, node):
+        if node.id in BUILTIN_CODES and node.id not in self.aliases:
+            self.add(BUILTIN_CODES[node.id], f"use of {node.id}", node)
+        if node.id in LAZY_NAMES:
+            self.add("guard:lazy_output", f"{node.id}", node)
+        if isinstance(node.ctx, ast.Load):
+            self.loaded.add(node.id)
+            if node.id in self.aliases:
+                self._check_dotted(self.aliases[node.id], node)
+        elif node.id in self.aliases and "." in self.aliases[node.id]:
+            pass
+        self.generic_visit(node)
+
+    def visit_Global(self, node):
+        self.generic_visit(node)
+
+    def visit_Call(self, node):
+        if isinstance(node.func, ast.Subscript) and isinstance(node.func.value, ast.Name):
+            self.launched.add(node.func.value.id)
+        self.generic_visit(node)
+
+    # definitions ---------------------------------------------------------------------------------
+    def _decorators(self, node) -> list[str]:
+        out = []
+        for d in node.decorator_list:
+            target = d.func if isinstance(d, ast.Call) else d
+            full = self._dotted(target) if isinstance(target, (ast.Attribute, ast.Name)) else None
+            if full:
+                out.append(full)
+        return out
+
+    def visit_FunctionDef(self, node):
+        if node.name in LAZY_NAMES:
+            self.add("guard:lazy_output", f"def {node.name}", node)
+        decos = self._decorators(node)
+        if any(d in ("triton.jit", "triton.runtime.jit.jit", "triton.autotune", "triton.heuristics")
+               for d in decos):
+            self.triton_jit.add(node.name)
+        if any(d.startswith("cutlass.cute.") and d.split(".")[-1] in ("kernel", "jit") for d in decos):
+            self.cute_fns.add(node.name)
+        self.generic_visit(node)
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+    def visit_ClassDef(self, node):
+        for base in node.bases:
+            full = self._dotted(base) if isinstance(base, (ast.Attribute, ast.Name)) else None
+            if full and full.startswith("torch.") and full.split(".")[-1] == "Tensor":
+                self.add("guard:lazy_output", f"class {node.name} subclasses torch.Tensor", node)
+        self.generic_visit(node)
+
+
+def _annotate_parents(tree):
+    for parent in ast.walk(tree):
+        for child in ast.iter_child_nodes(parent):
+            child._parent = parent
+
+
+def analyze(source: str, *, arg_names: tuple[str, ...], dsls: tuple[str, ...],
+            forbidden_torch: frozenset[str]) -> tuple[list[dict], dict]:
+    """(findings, info); info names the DSL used and the candidate's own kernel functions."""
+    info = {"dsl": None, "kernels": []}
+    if len(source.encode("utf-8", "replace")) > MAX_SOURCE_BYTES:
+        return [_finding("guard:size", f"source is {len(source)} bytes, the limit is {MAX_SOURCE_BYTES}")], info
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as e:
+        return [{"code": "guard:syntax", "message": f"{e.msg}", "line": e.lineno}], info
+    _annotate_parents(tree)
+    v = _Visitor(forbidden_torch)
+    v.visit(tree)
+    findings = v.findings
+
+    forward = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "forward"]
+    if not forward:
+        findings.append(_finding("guard:no_forward", "no module-level def forward(...)"))
+    else:
+        a = forward[0].args
+        positional = len(a.posonlyargs) + len(a.args)
+        if a.vararg is None and positional != len(arg_names):
+            findings.append(_finding("guard:signature", f"forward takes {positional} arguments, the target "
+                                     f"passes {len(arg_names)} ({', '.join(arg_names)})", forward[0]))
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id in ("PARAMS", "SPACE")
+                                                for t in node.targets):
+            try:
+                value = ast.literal_eval(node.value)
+                if not isinstance(value, dict):
+                    raise ValueError
+            except ValueError:
+                findings.append(_finding("guard:params", "PARAMS and SPACE must be dict literals", node))
+
+    uses_triton = bool(v.triton_jit & v.launched)
+    uses_cute = bool(v.cute_fns & v.loaded)
+    if not ((uses_triton and "triton" in dsls) or (uses_cute and "cute" in dsls)):
+        if v.triton_jit and not v.launched & v.triton_jit:
+            msg = f"@triton.jit functions ({', '.join(sorted(v.triton_jit))}) are never launched as kernel[grid](...)"
+        elif v.cute_fns:
+            msg = "CuTe DSL functions are defined but never used"
+        else:
+            msg = f"no kernel in the allowed DSLs ({', '.join(dsls)})"
+        findings.append(_finding("guard:no_dsl", msg))
+    findings.sort(key=lambda f: (f["line"] or 0, f["code"]))
+    info["dsl"] = "triton" if uses_triton and "triton" in dsls else ("cute" if uses_cute else None)
+    info["kernels"] = sorted(v.triton_jit if info["dsl"] == "triton" else v.cute_fns)
+    return findings, info
+
+
+def check_candidate(source: str, target) -> tuple[list[dict], dict]:
+    return analyze(source, arg_names=target.arg_names, dsls=target.dsls, forbidden_torch=target.forbidden_torch)

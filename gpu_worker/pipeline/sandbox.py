@@ -1,0 +1,183 @@
+"""One fresh child process per candidate run, with what isolation this host allows (REFERENCE.md §6).
+
+Always: spawned (never forked) with an explicit minimal environment, closed file descriptors, its
+own session and process group (killed whole on timeout), a scratch directory as cwd/HOME/TMPDIR,
+rlimits that CUDA survives (core 0, file size, open files, CPU time; not RLIMIT_AS on a GPU),
+results only on a pipe the parent owns. Where the parent is root and it works: a new network
+namespace (`unshare -n`) and the uid `nobody`. What applied is recorded in the report.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+NOBODY = 65534
+MAX_RESULT_BYTES = 64 << 20
+PASSTHROUGH_ENV = ("PATH", "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER",
+                   "TRITON_LIBCUDA_PATH", "TRITON_PTXAS_PATH", "NVIDIA_VISIBLE_DEVICES", "LANG", "LC_ALL")
+
+
+@dataclass
+class ChildRun:
+    messages: list = field(default_factory=list)
+    returncode: int | None = None
+    timed_out: bool = False
+    log_tail: str = ""
+    wall_s: float = 0.0
+    protections: dict = field(default_factory=dict)
+
+
+def _probe(argv: list[str], **kwargs) -> bool:
+    try:
+        return subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=60,
+                              close_fds=True, **kwargs).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
+
+
+@lru_cache(maxsize=None)
+def host_protections() -> dict:
+    """Which isolation works here; probed once per worker process."""
+    root = os.geteuid() == 0
+    netns = root and shutil.which("unshare") is not None and _probe(["unshare", "-n", "true"])
+    probe = [sys.executable, "-s", "-B", "-c", "import sys; sys.path.insert(0, sys.argv[1]); import gpu_worker.targets",
+             str(ROOT)]
+    as_nobody = root and _probe(probe, user=NOBODY, group=NOBODY, extra_groups=[], cwd="/",
+                                env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": "/tmp"})
+    return {"root": root, "netns": netns, "uid_drop": as_nobody}
+
+
+def child_rlimits(device: str, timeout_s: float) -> dict:
+    limits = {"RLIMIT_CORE": 0, "RLIMIT_FSIZE": 8 << 30, "RLIMIT_NOFILE": 4096,
+              "RLIMIT_CPU": int(timeout_s * 4 + 60)}
+    if device == "cpu":
+        limits["RLIMIT_AS"] = 48 << 30  # CUDA needs a huge address space (REFERENCE §6); CPU mode does not
+    return {k: v for k, v in limits.items() if hasattr(resource, k)}
+
+
+def make_scratch(base: Path, uid: int | None) -> dict[str, Path]:
+    dirs = {name: base / name for name in ("work", "home", "tmp", "triton", "outputs")}
+    for d in dirs.values():
+        d.mkdir(parents=True, exist_ok=True)
+        if uid is not None:
+            os.chown(d, uid, uid)
+    os.chmod(base, 0o711)
+    return dirs
+
+
+def child_env(dirs: dict[str, Path], device: str) -> dict[str, str]:
+    env = {k: os.environ[k] for k in PASSTHROUGH_ENV if k in os.environ}
+    env.setdefault("PATH", "/usr/bin:/bin")
+    env.update({"HOME": str(dirs["home"]), "TMPDIR": str(dirs["tmp"]), "TRITON_CACHE_DIR": str(dirs["triton"]),
+                "TRITON_HOME": str(dirs["home"]), "PYTHONPATH": str(ROOT), "PYTHONDONTWRITEBYTECODE": "1",
+                "PYTHONUNBUFFERED": "1", "CUTE_DSL_CACHE_DIR": str(dirs["home"])})
+    if device == "cpu":
+        # CuTe DSL compiles for the H200's arch without a GPU; Triton runs through its interpreter
+        env.update({"TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "2",
+                    "CUTE_DSL_ARCH": "sm_90a"})
+    return env
+
+
+def run_child(cfg: dict, *, secret: str, timeout_s: float, scratch: Path, device: str,
+              on_message=None) -> ChildRun:
+    prot = host_protections()
+    uid = NOBODY if prot["uid_drop"] else None
+    dirs = make_scratch(scratch, uid)
+    read_fd, write_fd = os.pipe()
+    cfg = dict(cfg, result_fd=write_fd, outputs_dir=str(dirs["outputs"]),
+               rlimits=child_rlimits(device, timeout_s), uid=uid, gid=uid)
+    argv = [sys.executable, "-s", "-B", "-m", "gpu_worker.pipeline.child", json.dumps(cfg)]
+    if prot["netns"]:
+        argv = ["unshare", "-n", "--"] + argv
+    run = ChildRun(protections={"spawned": True, "explicit_env": True, "close_fds": True, "new_session": True,
+                                "network_namespace": prot["netns"], "uid": uid if uid is not None else os.geteuid(),
+                                "rlimits": cfg["rlimits"], "scratch_cwd": True})
+    log_path = scratch / "child.log"
+    t0 = time.monotonic()
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT,
+                                cwd=dirs["work"], env=child_env(dirs, device), close_fds=True,
+                                pass_fds=(write_fd,), start_new_session=True)
+    os.close(write_fd)
+    buf = b""
+    total = 0
+    deadline = t0 + timeout_s
+    done_at = None
+    try:
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                run.timed_out = True
+                break
+            if done_at is not None and time.monotonic() - done_at > 3.0:
+                break  # it said it was done; do not wait for a slow teardown
+            ready, _, _ = select.select([read_fd], [], [], min(left, 1.0))
+            if not ready:
+                continue
+            chunk = os.read(read_fd, 1 << 16)
+            if not chunk:
+                break
+            total += len(chunk)
+            if total > MAX_RESULT_BYTES:
+                run.messages.append({"type": "fatal", "code": "harness:flood", "message": "result pipe flooded"})
+                break
+            buf += chunk
+            while b"\n" in buf:
+                line, buf = buf.split(b"\n", 1)
+                try:
+                    msg = json.loads(line)
+                except ValueError:
+                    continue
+                if not isinstance(msg, dict):
+                    continue
+                msg["_received_s"] = time.monotonic() - t0
+                run.messages.append(msg)
+                if msg.get("type") == "load" and msg.get("status") == "pass":
+                    try:
+                        proc.stdin.write(f"{secret}\n".encode())
+                        proc.stdin.close()
+                    except OSError:
+                        pass
+                if msg.get("type") == "done":
+                    done_at = time.monotonic()
+                if on_message:
+                    on_message(msg)
+    finally:
+        os.close(read_fd)
+        if run.timed_out or proc.poll() is None:
+            try:
+                proc.wait(timeout=0 if run.timed_out else 10)
+            except subprocess.TimeoutExpired:
+                pass
+        _kill_group(proc.pid)
+        proc.wait()
+        try:
+            proc.stdin.close()
+        except OSError:
+            pass
+    run.returncode = proc.returncode
+    run.wall_s = time.monotonic() - t0
+    try:
+        run.log_tail = log_path.read_bytes()[-4000:].decode("utf-8", "replace")
+    except OSError:
+        run.log_tail = ""
+    return run
+
+
+def _kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass

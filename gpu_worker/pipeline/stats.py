@@ -1,0 +1,68 @@
+"""Medians, bootstrap intervals and rooflines from the child's raw event times (REFERENCE.md §4)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+BOOTSTRAP_RESAMPLES = 2000
+
+# Measured ceilings per hardware kind (REFERENCE.md §3): device copy rate and dense bf16 rate.
+CEILINGS = {
+    "h200": {"bytes_per_s": 4.25e12, "bf16_flops_per_s": 700e12, "l2_bytes": 60e6},
+}
+
+
+def ceilings_for(kind: str | None) -> dict | None:
+    return CEILINGS.get((kind or "").lower())
+
+
+def paired_ratio(a: list[float], b: list[float], seed: int = 0) -> dict:
+    """Ratio of medians a/b over interleaved rounds, with a paired bootstrap 95% interval."""
+    x, y = np.asarray(a, float), np.asarray(b, float)
+    n = min(len(x), len(y))
+    x, y = x[:n], y[:n]
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, n, size=(BOOTSTRAP_RESAMPLES, n))
+    samples = np.median(x[idx], axis=1) / np.median(y[idx], axis=1)
+    return {"ratio": float(np.median(x) / np.median(y)),
+            "ci95": [float(np.percentile(samples, 2.5)), float(np.percentile(samples, 97.5))],
+            "samples": samples}
+
+
+def median_ci(times: list[float], seed: int = 0) -> list[float]:
+    """Bootstrap 95% interval of the median of one kernel's times."""
+    x = np.asarray(times, float)
+    rng = np.random.default_rng(seed)
+    meds = np.median(x[rng.integers(0, len(x), size=(BOOTSTRAP_RESAMPLES, len(x)))], axis=1)
+    return [float(np.percentile(meds, 2.5)), float(np.percentile(meds, 97.5))]
+
+
+def roofline(shape_bytes: int, shape_flops: int, median_us: float, ceil: dict | None) -> dict:
+    out = {"gb_per_s": shape_bytes / (median_us * 1e-6) / 1e9 if median_us > 0 else None,
+           "tflop_per_s": (shape_flops / (median_us * 1e-6) / 1e12) if shape_flops and median_us > 0 else None,
+           "floor_us": None, "floor_fraction": None, "bound": None}
+    if ceil:
+        t_bytes = shape_bytes / ceil["bytes_per_s"]
+        t_flops = shape_flops / ceil["bf16_flops_per_s"] if shape_flops else 0.0
+        floor = max(t_bytes, t_flops) * 1e6
+        out.update(floor_us=floor, floor_fraction=floor / median_us if median_us > 0 else None,
+                   bound="compute" if t_flops > t_bytes else "memory")
+    return out
+
+
+def geomean(values) -> float | None:
+    values = [v for v in values if v and v > 0]
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
+
+
+def summarize_shapes(ratio_samples: list[np.ndarray], ratios: list[float], floor_fractions: list) -> dict:
+    """Geomean speedup (incumbent / candidate) over shapes; its CI from the per-shape bootstrap samples."""
+    if not ratios:
+        return {"geomean_speedup": None, "geomean_ci95": None, "floor_fraction": None}
+    logs = np.mean([np.log(s) for s in ratio_samples], axis=0)
+    speedup = 1.0 / geomean(ratios)
+    lo, hi = np.percentile(np.exp(-logs), [2.5, 97.5])
+    return {"geomean_speedup": speedup, "geomean_ci95": [float(lo), float(hi)],
+            "floor_fraction": geomean([f for f in floor_fractions if f])}

@@ -1,0 +1,124 @@
+"""add_rmsnorm: residual add then RMSNorm, h = x + r (bf16), y = h * rsqrt(mean(h^2) + eps) * w."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import torch
+
+from .base import DENSE_FORBIDDEN, NORM_FORBIDDEN, Shape, Target, generator
+
+EPS = 1e-6
+# y: f32 math then one bf16 rounding is within 2^-9 relative; allow one more rounding (2^-8) and no more.
+Y_RTOL = 2.0 ** -8
+Y_ATOL = 1e-5
+
+
+def _shape(tokens, hidden) -> Shape:
+    return {"tokens": tokens, "hidden": hidden}
+
+
+def verification_shapes(profile: str) -> list[Shape]:
+    if profile == "smoke":
+        return [_shape(1, 2048), _shape(37, 2048), _shape(5, 3072)]
+    return [_shape(1, 7168), _shape(37, 2048), _shape(199, 5120), _shape(760, 8192), _shape(1128, 4096),
+            _shape(13, 2056), _shape(16384, 8192)]  # the largest of the range
+
+
+def random_shape(profile: str, seed: int) -> Shape:
+    rnd = random.Random(seed)
+    if profile == "smoke":
+        return _shape(rnd.randint(1, 40), 8 * rnd.randint(256, 512))
+    return _shape(int(math.exp(rnd.uniform(0, math.log(16384)))), 8 * rnd.randint(256, 1024))
+
+
+def benchmark_shapes(profile: str) -> list[Shape]:
+    grid = [(16, 4096), (4096, 8192)] if profile == "smoke" else [
+        (1, 2048), (1, 7168), (16, 4096), (128, 7168), (1024, 4096), (1024, 8192), (4096, 7168),
+        (4096, 8192), (16384, 4096), (16384, 8192)]
+    return [_shape(t, d) for t, d in grid]
+
+
+def make_inputs(shape: Shape, seed: int, device) -> tuple:
+    T, D = shape["tokens"], shape["hidden"]
+    g = generator(seed, device)
+    x = torch.randn(T, D, generator=g, device=device).to(torch.bfloat16)
+    residual = (2.0 * torch.randn(T, D, generator=g, device=device)).to(torch.bfloat16)
+    weight = (0.5 + torch.rand(D, generator=g, device=device)).to(torch.bfloat16)
+    return x, residual, weight, EPS
+
+
+def reference(inputs: tuple) -> dict:
+    x, residual, weight, eps = inputs
+    h = (x.float() + residual.float()).to(torch.bfloat16)
+    dtype = torch.float64 if x.device.type == "cpu" else torch.float32
+    hf = h.to(dtype)
+    y = hf * torch.rsqrt(hf.pow(2).mean(-1, keepdim=True) + eps) * weight.to(dtype)
+    return {"h": h, "y": y}
+
+
+def check(output, inputs: tuple, ref: dict) -> tuple[bool, float, str]:
+    """h bitwise equal to bf16(x + r); y within Y_ATOL + Y_RTOL * |y_ref| of the f32/f64 reference."""
+    x = inputs[0]
+    if not isinstance(output, (tuple, list)) or len(output) != 2:
+        return False, math.inf, f"expected a pair (h, y), got {type(output).__name__}"
+    for name, t in zip(("h", "y"), output):
+        if type(t) is not torch.Tensor:
+            return False, math.inf, f"{name} is {type(t).__name__}, not a plain torch.Tensor"
+        if t.dtype != torch.bfloat16 or tuple(t.shape) != tuple(x.shape):
+            return False, math.inf, f"{name}: {t.dtype} {tuple(t.shape)}, expected bfloat16 {tuple(x.shape)}"
+    h, y = (t.to(ref["y"].device) for t in output)
+    if bool(torch.isnan(h).any()) or bool(torch.isnan(y).any()):
+        return False, math.inf, "NaN in the output"
+    h_bad = (h.view(torch.int16) != ref["h"].view(torch.int16))
+    if bool(h_bad.any()):
+        r, c = (int(v) for v in h_bad.nonzero()[0])
+        return False, float((h.float() - ref["h"].float()).abs().max()), (
+            f"h[{r}, {c}] = {float(h[r, c]):g}, expected bf16(x + r) = {float(ref['h'][r, c]):g}")
+    yr = ref["y"]
+    err = (y.to(yr.dtype) - yr).abs()
+    excess = err / (Y_ATOL + Y_RTOL * yr.abs())
+    max_error = float(err.max())
+    if not bool(torch.isfinite(y).all()) or float(excess.max()) > 1.0:
+        r, c = (int(v) for v in (excess == excess.max()).nonzero()[0])
+        return False, max_error, (f"y[{r}, {c}] = {float(y[r, c]):g}, reference {float(yr[r, c]):g} "
+                                  f"(tolerance {Y_ATOL:g} + {Y_RTOL:g} x |ref|)")
+    return True, max_error, "h exact, y within tolerance"
+
+
+def baseline(x, residual, weight, eps):
+    h = x + residual
+    hf = h.float()
+    y = (hf * torch.rsqrt(hf.pow(2).mean(-1, keepdim=True) + eps) * weight.float()).to(torch.bfloat16)
+    return h, y
+
+
+def output_spec(shape: Shape):
+    return [((shape["tokens"], shape["hidden"]), torch.bfloat16)] * 2
+
+
+def canonical(out) -> list[torch.Tensor]:
+    return list(out)
+
+
+def bytes_min(shape: Shape) -> int:
+    T, D = shape["tokens"], shape["hidden"]
+    return 8 * T * D + 2 * D
+
+
+def flops(shape: Shape) -> int:
+    return 0
+
+
+TARGET = Target(
+    name="add_rmsnorm", version=1,
+    description="Fused residual add + RMSNorm: (h, y) = (x + r, rmsnorm(x + r) * w), bf16 in and out",
+    axes={"hidden": (2048, 8192), "tokens": (1, 16384)}, dsls=("triton", "cute"),
+    arg_names=("x", "residual", "weight", "eps"),
+    verification_shapes=verification_shapes, random_shape=random_shape, benchmark_shapes=benchmark_shapes,
+    make_inputs=make_inputs, reference=reference, check=check, baseline=baseline, output_spec=output_spec,
+    canonical=canonical, bytes_min=bytes_min, flops=flops, forbidden_torch=NORM_FORBIDDEN | DENSE_FORBIDDEN,
+    seed_candidates=("seed.py", "seed_cute.py"), e2e_slot=None,
+    tolerance={"h": 0.0, "y_rtol": Y_RTOL, "y_atol": Y_ATOL},
+)

@@ -1,0 +1,72 @@
+"""The Target contract: what a candidate computes, on which shapes, and how it is checked."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+CANDIDATES_DIR = Path(__file__).resolve().parent.parent / "candidates"
+
+Shape = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    version: int
+    description: str
+    axes: dict[str, tuple[int, int]]  # operating range, inclusive
+    dsls: tuple[str, ...]
+    arg_names: tuple[str, ...]
+    verification_shapes: Callable[[str], list[Shape]]  # profile -> shapes (fixed part)
+    random_shape: Callable[[str, int], Shape]  # profile, seed -> one shape drawn inside the range
+    benchmark_shapes: Callable[[str], list[Shape]]
+    make_inputs: Callable[[Shape, int, Any], tuple]
+    reference: Callable[[tuple], Any]
+    check: Callable[[Any, tuple, Any], tuple[bool, float, str]]
+    baseline: Callable[..., Any]
+    output_spec: Callable[[Shape], list[tuple[tuple[int, ...], torch.dtype]]]
+    canonical: Callable[[Any], list[torch.Tensor]]  # form in which two correct runs must agree bitwise
+    bytes_min: Callable[[Shape], int]
+    flops: Callable[[Shape], int]
+    forbidden_torch: frozenset[str]  # torch functions / tensor methods a candidate may not call
+    seed_candidates: tuple[str, ...] = ()  # file names under gpu_worker/candidates/<name>/
+    e2e_slot: str | None = None
+    tolerance: dict[str, float] = field(default_factory=dict)
+
+    def seed_paths(self) -> list[Path]:
+        return [CANDIDATES_DIR / self.name / f for f in self.seed_candidates]
+
+    def verify_shapes(self, profile: str, seed: int) -> list[Shape]:
+        """The fixed shapes of the profile plus one drawn from the secret seed."""
+        return self.verification_shapes(profile) + [self.random_shape(profile, seed)]
+
+    def describe(self) -> dict:
+        return {
+            "name": self.name, "version": self.version, "description": self.description,
+            "axes": {k: list(v) for k, v in self.axes.items()}, "dsls": list(self.dsls),
+            "args": list(self.arg_names), "seed_candidates": [str(p) for p in self.seed_paths()],
+            "e2e_slot": self.e2e_slot, "tolerance": dict(self.tolerance),
+            "forbidden_torch": sorted(self.forbidden_torch),
+        }
+
+
+def generator(seed: int, device) -> torch.Generator:
+    g = torch.Generator(device=device)
+    g.manual_seed(int(seed) & 0x7FFF_FFFF_FFFF_FFFF)
+    return g
+
+
+def as_outputs(output) -> list:
+    return list(output) if isinstance(output, (tuple, list)) else [output]
+
+
+TOPK_FORBIDDEN = frozenset({"topk", "sort", "argsort", "kthvalue", "msort", "sort_stable", "median",
+                            "nanmedian", "quantile", "nanquantile", "mode"})
+DENSE_FORBIDDEN = frozenset({"matmul", "mm", "bmm", "einsum", "addmm", "baddbmm", "tensordot", "linear",
+                             "mv", "dot", "inner", "outer", "addbmm", "addmv", "chain_matmul", "multi_dot"})
+NORM_FORBIDDEN = frozenset({"rms_norm", "layer_norm", "group_norm", "batch_norm", "instance_norm", "norm",
+                            "vector_norm", "normalize", "rsqrt", "rsqrt_"})

@@ -1,0 +1,153 @@
+"""dsa_indexer_topk: the DSA lightning indexer (weighted ReLU head sum of q.k) fused with its top-k."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import torch
+
+from . import _topk_common as tc
+from .base import DENSE_FORBIDDEN, TOPK_FORBIDDEN, Shape, Target, generator
+
+K = 2048
+HEADS, HEAD_DIM = 64, 128
+# bf16 operands, f32 accumulation: scores agree to ~1e-6 of the row's largest |score|; near-ties
+# within SCORE_RTOL of it may swap at the k-th boundary, nothing further.
+SCORE_RTOL = 1e-4
+SUM_BANDS = 4.0  # the selected scores' sum may differ from the reference top-k sum by this many bands
+
+
+def _shape(rows, n_ctx, values="normal", lengths="ragged") -> Shape:
+    return {"rows": rows, "n_ctx": n_ctx, "k": K, "values": values, "lengths": lengths}
+
+
+def verification_shapes(profile: str) -> list[Shape]:
+    if profile == "smoke":
+        return [_shape(2, 2600), _shape(5, 3000, "ties"), _shape(1, 1500)]
+    return [
+        _shape(1, 131072, "normal", "full"), _shape(5, 4099, "ties"), _shape(2, 1000),
+        _shape(64, 32768), _shape(17, 65536, "ties"), _shape(128, 262144),  # the largest of the range
+    ]
+
+
+def random_shape(profile: str, seed: int) -> Shape:
+    rnd = random.Random(seed)
+    if profile == "smoke":
+        return _shape(rnd.randint(1, 2), rnd.randint(2048, 4096), rnd.choice(["normal", "ties"]))
+    n_ctx = int(math.exp(rnd.uniform(math.log(4096), math.log(262144))))
+    return _shape(rnd.randint(1, 128), n_ctx, rnd.choice(["normal", "ties"]))
+
+
+def benchmark_shapes(profile: str) -> list[Shape]:
+    grid = [(4, 32768), (64, 131072)] if profile == "smoke" else [
+        (1, 131072), (1, 262144), (4, 32768), (4, 131072), (32, 65536), (64, 131072), (128, 131072),
+        (128, 262144)]
+    return [_shape(m, n, "normal", "full") for m, n in grid]
+
+
+def make_inputs(shape: Shape, seed: int, device) -> tuple:
+    M, N, k = shape["rows"], shape["n_ctx"], shape["k"]
+    g = generator(seed, device)
+    q = torch.randn(M, HEADS, HEAD_DIM, generator=g, device=device).to(torch.bfloat16)
+    if shape.get("values") == "ties":
+        # 16 distinct keys repeated along the context: every row's scores take 16 values
+        distinct = torch.randn(16, HEAD_DIM, generator=g, device=device)
+        k_index = distinct[torch.randint(0, 16, (N,), generator=g, device=device)].to(torch.bfloat16)
+    else:
+        k_index = torch.randn(N, HEAD_DIM, generator=g, device=device).to(torch.bfloat16)
+    weights = torch.randn(M, HEADS, generator=g, device=device) * HEADS ** -0.5
+    if shape.get("lengths") == "full":
+        lengths = torch.full((M,), N, dtype=torch.int32, device=device)
+    else:
+        lengths = tc.ragged_lengths(M, N, k, g, device)
+    return q, k_index.contiguous(), weights, lengths, k
+
+
+def scores(q, k_index, weights, dtype) -> torch.Tensor:
+    """I[m, s] = sum_h w[m, h] * relu(q[m, h] . k[s]) in `dtype`, chunked over rows to bound memory."""
+    M, N = q.shape[0], k_index.shape[0]
+    kt = k_index.to(dtype).t()
+    out = torch.empty(M, N, dtype=dtype, device=q.device)
+    chunk = max(1, (1 << 29) // max(1, HEADS * N))
+    for m0 in range(0, M, chunk):
+        qc = q[m0:m0 + chunk].to(dtype)
+        logits = torch.relu(qc @ kt)  # [c, H, N]
+        out[m0:m0 + chunk] = (logits * weights[m0:m0 + chunk].to(dtype)[:, :, None]).sum(1)
+    return out
+
+
+def reference(inputs: tuple) -> dict:
+    q, k_index, weights, lengths, k = inputs
+    # f64 on CPU; on a GPU f32 (no TF32: torch's default), exact products of bf16 values
+    dtype = torch.float64 if q.device.type == "cpu" else torch.float32
+    s = scores(q, k_index, weights, dtype).double()
+    masked, top = tc.padded_topk_values(s, lengths, k)
+    k_eff = torch.clamp(lengths.long(), max=k)
+    kth = top.gather(1, (k_eff - 1).clamp(min=0)[:, None])[:, 0]
+    valid = torch.isfinite(masked)
+    scale = torch.where(valid, masked.abs(), torch.zeros_like(masked)).amax(1)
+    band = SCORE_RTOL * scale + 1e-12
+    count_above = (masked > (kth + band)[:, None]).sum(1)
+    top_sum = torch.where(torch.isfinite(top), top, torch.zeros_like(top)).sum(1)
+    return {"scores": s, "kth": kth, "band": band, "count_above": count_above, "top_sum": top_sum,
+            "scale": scale, "k_eff": k_eff}
+
+
+def check(output, inputs: tuple, ref: dict) -> tuple[bool, float, str]:
+    """Set semantics against the reference scores with a band of SCORE_RTOL x the row's max |score|
+    around the k-th value, and the selected scores' sum within SUM_BANDS bands of the top-k sum."""
+    q, k_index, weights, lengths, k = inputs
+    M = q.shape[0]
+    problem, bad = tc.structure_problems(output, M, k, lengths)
+    if problem:
+        return False, float(bad), problem
+    idx = output.to(torch.int64).to(ref["scores"].device)
+    pad = idx == -1
+    vals = ref["scores"].gather(1, idx.clamp(min=0))
+    kth, band = ref["kth"], ref["band"]
+    below = (~pad) & (vals < (kth - band)[:, None])
+    n_above = ((~pad) & (vals > (kth + band)[:, None])).sum(1)
+    missing_above = n_above != ref["count_above"]
+    sel_sum = torch.where(pad, torch.zeros_like(vals), vals).sum(1)
+    sum_err = (sel_sum - ref["top_sum"]).abs()
+    sum_bad = sum_err > SUM_BANDS * band
+    max_error = float((sum_err / ref["scale"].clamp(min=1e-30)).max())
+    if bool(below.any()) or bool(missing_above.any()) or bool(sum_bad.any()):
+        r = int((below.any(1) | missing_above | sum_bad).nonzero()[0, 0])
+        return False, max_error, (
+            f"row {r}: not a top-{int(ref['k_eff'][r])} set within the band ±{float(band[r]):.3g} "
+            f"around the k-th score {float(kth[r]):.6g}: {int(below[r].sum())} selected below the band, "
+            f"{int(n_above[r])} above it vs {int(ref['count_above'][r])}, selected sum off by "
+            f"{float(sum_err[r]):.3g}")
+    return True, max_error, f"top-k set within ±{SCORE_RTOL:g} x max|score| of the k-th score"
+
+
+def baseline(q, k_index, weights, lengths, k):
+    return tc.torch_masked_topk(scores(q, k_index, weights, torch.float32), lengths, k)
+
+
+def output_spec(shape: Shape):
+    return [((shape["rows"], shape["k"]), torch.int32)]
+
+
+def bytes_min(shape: Shape) -> int:
+    M, N, k = shape["rows"], shape["n_ctx"], shape["k"]
+    return 2 * M * HEADS * HEAD_DIM + 2 * N * HEAD_DIM + 4 * M * HEADS + 4 * M + 4 * M * k
+
+
+def flops(shape: Shape) -> int:
+    M, N = shape["rows"], shape["n_ctx"]
+    return 2 * M * N * HEADS * HEAD_DIM + 3 * M * N * HEADS
+
+
+TARGET = Target(
+    name="dsa_indexer_topk", version=1,
+    description="DSA lightning indexer: sum_h w*relu(q.k) scores then top-2048 indices per row, -1 padded",
+    axes={"n_ctx": (4096, 262144), "rows": (1, 128)}, dsls=("triton", "cute"),
+    arg_names=("q", "k_index", "weights", "lengths", "k"),
+    verification_shapes=verification_shapes, random_shape=random_shape, benchmark_shapes=benchmark_shapes,
+    make_inputs=make_inputs, reference=reference, check=check, baseline=baseline, output_spec=output_spec,
+    canonical=tc.canonical, bytes_min=bytes_min, flops=flops, forbidden_torch=TOPK_FORBIDDEN | DENSE_FORBIDDEN,
+    seed_candidates=("seed.py",), e2e_slot=None, tolerance={"score_rtol": SCORE_RTOL, "sum_bands": SUM_BANDS},
+)

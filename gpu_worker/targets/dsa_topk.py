@@ -1,0 +1,121 @@
+"""dsa_topk: indices of the k largest logits of each row, over the row's valid length (DSA decode)."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import torch
+
+from . import _topk_common as tc
+from .base import TOPK_FORBIDDEN, Shape, Target, generator
+
+K = 2048
+PAST_LENGTH = 1.0e4  # values past a row's length are larger than any valid one: ignoring lengths fails
+
+
+def _shape(rows, n_ctx, values="normal", lengths="ragged") -> Shape:
+    return {"rows": rows, "n_ctx": n_ctx, "k": K, "values": values, "lengths": lengths}
+
+
+def verification_shapes(profile: str) -> list[Shape]:
+    if profile == "smoke":
+        return [_shape(3, 4096), _shape(5, 2500, "ties"), _shape(2, 1000), _shape(2, 5000, "ties", "full")]
+    return [
+        _shape(1, 131072, "normal", "full"), _shape(7, 4099, "ties"), _shape(5, 1000),
+        _shape(64, 32768, "ties"), _shape(33, 65537), _shape(3, 262144, "ties"),
+        _shape(128, 131072, "ties", "full"), _shape(128, 262144),  # the largest of the range
+    ]
+
+
+def random_shape(profile: str, seed: int) -> Shape:
+    rnd = random.Random(seed)
+    if profile == "smoke":
+        return _shape(rnd.randint(1, 3), rnd.randint(2048, 5000), rnd.choice(["normal", "ties"]))
+    n_ctx = int(math.exp(rnd.uniform(math.log(4096), math.log(262144))))
+    return _shape(rnd.randint(1, 128), n_ctx, rnd.choice(["normal", "ties"]))
+
+
+def benchmark_shapes(profile: str) -> list[Shape]:
+    grid = [(4, 32768), (64, 131072)] if profile == "smoke" else [
+        (1, 4096), (1, 32768), (1, 131072), (4, 32768), (4, 131072), (4, 262144),
+        (32, 32768), (32, 131072), (32, 262144), (64, 131072), (128, 131072), (128, 262144)]
+    return [_shape(m, n, "normal", "full") for m, n in grid]
+
+
+def make_inputs(shape: Shape, seed: int, device) -> tuple:
+    M, N, k = shape["rows"], shape["n_ctx"], shape["k"]
+    g = generator(seed, device)
+    if shape.get("values") == "ties":
+        # 16 distinct non-zero values: tie buckets of thousands at the k-th value
+        logits = (torch.randint(-8, 8, (M, N), generator=g, device=device).float() + 0.5) / 4
+    else:
+        logits = torch.randn(M, N, generator=g, device=device)
+    if shape.get("lengths") == "full":
+        lengths = torch.full((M,), N, dtype=torch.int32, device=device)
+    else:
+        lengths = tc.ragged_lengths(M, N, k, g, device)
+    past = torch.arange(N, device=device)[None, :] >= lengths.long()[:, None]
+    logits = torch.where(past, PAST_LENGTH + logits, logits).contiguous()
+    return logits, lengths, k
+
+
+def reference(inputs: tuple) -> dict:
+    logits, lengths, k = inputs
+    masked, top = tc.padded_topk_values(logits, lengths, k)
+    k_eff = torch.clamp(lengths.long(), max=k)
+    kth = top.gather(1, (k_eff - 1).clamp(min=0)[:, None])[:, 0]
+    count_gt = (masked > kth[:, None]).sum(1)
+    return {"kth": kth, "count_gt": count_gt, "k_eff": k_eff}
+
+
+def check(output, inputs: tuple, ref: dict) -> tuple[bool, float, str]:
+    """Exact set semantics: same k-th value, all selected >= it, same count strictly above it."""
+    logits, lengths, k = inputs
+    M = logits.shape[0]
+    problem, bad = tc.structure_problems(output, M, k, lengths)
+    if problem:
+        return False, float(bad), problem
+    idx = output.to(torch.int64)
+    pad = idx == -1
+    vals = logits.gather(1, idx.clamp(min=0))
+    kth = ref["kth"]
+    below = (~pad) & (vals < kth[:, None])
+    deficit = torch.where(below, kth[:, None] - vals, torch.zeros_like(vals)).amax(1)
+    n_gt = ((~pad) & (vals > kth[:, None])).sum(1)
+    wrong_gt = n_gt != ref["count_gt"]
+    if bool(below.any()) or bool(wrong_gt.any()):
+        r = int((below.any(1) | wrong_gt).nonzero()[0, 0])
+        return False, float(deficit.max()), (
+            f"row {r}: not the top-{int(ref['k_eff'][r])} set (k-th value {float(kth[r]):g}, "
+            f"{int(below[r].sum())} selected below it, {int(n_gt[r])} above it vs {int(ref['count_gt'][r])})")
+    return True, 0.0, "exact top-k set"
+
+
+def baseline(logits, lengths, k):
+    return tc.torch_masked_topk(logits, lengths, k)
+
+
+def output_spec(shape: Shape):
+    return [((shape["rows"], shape["k"]), torch.int32)]
+
+
+def bytes_min(shape: Shape) -> int:
+    M, N, k = shape["rows"], shape["n_ctx"], shape["k"]
+    return 4 * M * N + 4 * M + 4 * M * k
+
+
+def flops(shape: Shape) -> int:
+    return 0
+
+
+TARGET = Target(
+    name="dsa_topk", version=1,
+    description="DSA decode top-k: int32 indices of the 2048 largest f32 logits over each row's length, -1 padded",
+    axes={"n_ctx": (4096, 262144), "rows": (1, 128)}, dsls=("triton", "cute"),
+    arg_names=("logits", "lengths", "k"),
+    verification_shapes=verification_shapes, random_shape=random_shape, benchmark_shapes=benchmark_shapes,
+    make_inputs=make_inputs, reference=reference, check=check, baseline=baseline, output_spec=output_spec,
+    canonical=tc.canonical, bytes_min=bytes_min, flops=flops, forbidden_torch=TOPK_FORBIDDEN,
+    seed_candidates=("seed.py",), e2e_slot="topk", tolerance={"values": 0.0},
+)

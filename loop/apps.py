@@ -1,0 +1,13 @@
+from django.apps import AppConfig
+from django.db.models.signals import post_migrate
+
+
+class LoopConfig(AppConfig):
+    name = "loop"
+    verbose_name = "ark loop"
+
+    def ready(self):
+        from loop import audit, roles
+
+        audit.install_connection_hooks()
+        post_migrate.connect(roles.ensure_groups, sender=self, dispatch_uid="ark_ensure_groups")

@@ -1,0 +1,44 @@
+"""Push committed events to browsers over the channel layer.
+
+At most once (REFERENCE §7): every message carries the event's sequence number, and a page that
+sees a gap or reconnects re-reads its state over HTTP.
+"""
+
+import logging
+
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+
+log = logging.getLogger(__name__)
+ALL_EVENTS_GROUP = "events"
+
+
+def run_group(run_id) -> str:
+    return f"run-{run_id}"
+
+
+def event_message(event) -> dict:
+    return {
+        "type": "ark.event",
+        "seq": event.id,
+        "event": event.type,
+        "actor": event.actor,
+        "subject_type": event.subject_type,
+        "subject_id": event.subject_id,
+        "run_id": event.run_id,
+        "payload": event.payload,
+        "created": event.created.isoformat(),
+    }
+
+
+def broadcast_event(event) -> None:
+    layer = get_channel_layer()
+    if layer is None:
+        return
+    message = event_message(event)
+    try:
+        async_to_sync(layer.group_send)(ALL_EVENTS_GROUP, message)
+        if event.run_id is not None:
+            async_to_sync(layer.group_send)(run_group(event.run_id), message)
+    except Exception:  # the database is the truth; a lost push is repaired by the client's resync
+        log.warning("could not broadcast event %s", event.id, exc_info=True)

@@ -1,0 +1,363 @@
+"""Keep or revert: pure functions of a report (`"schema": "ark.report/1"`) and a run's policy.
+
+A candidate is kept only when every guard is clean, every verification shape is correct, it is
+faster than the incumbent with the whole confidence interval clear of the noise floor, and no
+end-to-end grid point is worse than noise. Everything else reverts with a reason code and one
+sentence. A report that lacks what the decision needs is an `error`, never a crash.
+
+"Faster" (REFERENCE.md §4): ratio = candidate median / incumbent median; accept only if the upper
+bound of its 95% interval is below 1 - delta, delta = max(threshold, 2 x the A/A spread).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+REPORT_SCHEMA = "ark.report/1"
+
+KEEP, REVERT, ERROR = "keep", "revert", "error"
+
+# Reason codes (the run page and tests read these; `guard:<finding code>` is built per finding).
+INCORRECT = "incorrect"
+SLOWER = "slower"
+NOISE = "noise"
+E2E_REGRESSION = "e2e_regression"
+UNMEASURED = "unmeasured"
+VETOED = "vetoed"
+REASON_ERROR = "error"
+FASTER = "faster"
+
+UNMEASURED_TEXT = "timings need a GPU worker"
+
+_PASS, _FAIL, _ERROR, _SKIPPED, _UNAVAILABLE = "pass", "fail", "error", "skipped", "unavailable"
+_COMPILE_ONLY = "compile_only"
+# gpu_worker/e2e/gate.py: a point's verdict is win | tie | loss on the tokens/s ratio.
+_E2E_WORSE_VERDICTS = {"loss"}
+_E2E_NOTES = {"e2e:timing_note"}
+# Findings that say the harness failed, not the candidate.
+_HARNESS_CODES = {"e2e:point_error", "e2e:exception"}
+
+
+@dataclass(frozen=True)
+class RunPolicy:
+    """A run's acceptance policy (Run.policy JSON, with defaults)."""
+
+    threshold: float = 0.02  # the smallest speedup worth keeping, as a fraction (2%)
+    noise_multiplier: float = 2.0  # delta >= this x the A/A spread
+    plateau_k: int = 10  # stop after this many final candidates in a row without a keep
+    floor_fraction_stop: float | None = None  # stop once a kept candidate reaches this fraction of the roofline
+    max_attempts: int = 3  # evaluations of one candidate before the reaper gives up on it
+
+    @classmethod
+    def from_json(cls, data: dict | None) -> RunPolicy:
+        data = data or {}
+        known = {name: data[name] for name in cls.__dataclass_fields__ if data.get(name) is not None}
+        policy = cls(**known)
+        if not 0 <= policy.threshold < 1:
+            raise ValueError(f"threshold must be a fraction in [0, 1), got {policy.threshold}")
+        if policy.plateau_k < 1 or policy.max_attempts < 1:
+            raise ValueError("plateau_k and max_attempts must be at least 1")
+        if policy.floor_fraction_stop is not None and not 0 < policy.floor_fraction_stop <= 1:
+            raise ValueError(f"floor_fraction_stop must be in (0, 1], got {policy.floor_fraction_stop}")
+        return policy
+
+    def to_json(self) -> dict:
+        return {name: getattr(self, name) for name in self.__dataclass_fields__}
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What the policy decided: `keep`, `revert` or `error`, a reason code and one sentence."""
+
+    verdict: str
+    reason_code: str
+    reason_text: str
+    numbers: dict = field(default_factory=dict)
+
+    @property
+    def passes(self) -> bool:
+        return self.verdict == KEEP
+
+
+class ReportError(ValueError):
+    """The report lacks something the decision needs."""
+
+
+def finite(value) -> float | None:
+    """`value` as a finite float, or None (bools, strings, NaN, infinities, ints beyond float)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        value = float(value)
+    except OverflowError:
+        return None
+    return value if math.isfinite(value) else None
+
+
+def _number(value, what: str) -> float:
+    number = finite(value)
+    if number is None:
+        raise ReportError(f"{what} is not a finite number ({str(value)[:40]})")
+    return number
+
+
+def _interval(value, what: str) -> tuple[float, float]:
+    if not isinstance(value, (list, tuple)) or len(value) != 2:
+        raise ReportError(f"{what} is not a [low, high] pair ({value!r})")
+    lo, hi = _number(value[0], what), _number(value[1], what)
+    if lo > hi:
+        raise ReportError(f"{what} has its low above its high ({value!r})")
+    return lo, hi
+
+
+def _stage(report: dict, name: str) -> dict:
+    stages = report.get("stages")
+    if not isinstance(stages, dict):
+        raise ReportError("the report has no stages")
+    stage = stages.get(name)
+    if not isinstance(stage, dict) or not isinstance(stage.get("status"), str):
+        raise ReportError(f"the report has no {name} stage with a status")
+    return stage
+
+
+def _findings(stage: dict) -> list[dict]:
+    findings = stage.get("findings") or []
+    return [f for f in findings if isinstance(f, dict)] if isinstance(findings, list) else []
+
+
+def _describe_finding(finding: dict) -> str:
+    text = str(finding.get("message") or finding.get("code") or "a finding")
+    line = finding.get("line")
+    return f"{text} (line {line})" if isinstance(line, int) else text
+
+
+def noise_delta(shapes: list[dict], policy: RunPolicy) -> float:
+    """delta = max(threshold, noise_multiplier x the largest A/A spread measured) (REFERENCE.md §4)."""
+    spreads = [_number(s["noise_aa"], "noise_aa") for s in shapes if s.get("noise_aa") is not None]
+    return max([policy.threshold] + [policy.noise_multiplier * abs(s) for s in spreads])
+
+
+def benchmark_ratio(report: dict) -> tuple[float, tuple[float, float]]:
+    """The aggregate ratio (candidate / incumbent time) and its 95% interval.
+
+    From the summary's geomean speedup (incumbent / candidate) when present; otherwise the
+    geometric mean of the per-shape ratios and, conservatively, of their interval bounds.
+    """
+    summary = report.get("summary") if isinstance(report.get("summary"), dict) else {}
+    if summary.get("geomean_speedup") is not None and summary.get("geomean_ci95") is not None:
+        speedup = _number(summary["geomean_speedup"], "summary.geomean_speedup")
+        lo, hi = _interval(summary["geomean_ci95"], "summary.geomean_ci95")
+        if speedup <= 0 or lo <= 0:
+            raise ReportError("summary speedups must be positive")
+        return 1.0 / speedup, (1.0 / hi, 1.0 / lo)
+    shapes = _benchmark_shapes(report)
+    ratios = [_number(s.get("ratio"), f"benchmark shape {i} ratio") for i, s in enumerate(shapes)]
+    intervals = [_interval(s.get("ratio_ci95"), f"benchmark shape {i} ratio_ci95") for i, s in enumerate(shapes)]
+    if any(r <= 0 for r in ratios) or any(lo <= 0 for lo, _ in intervals):
+        raise ReportError("benchmark ratios must be positive")
+    return _geomean(ratios), (_geomean([lo for lo, _ in intervals]), _geomean([hi for _, hi in intervals]))
+
+
+def _geomean(values: list[float]) -> float:
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+def _benchmark_shapes(report: dict) -> list[dict]:
+    shapes = _stage(report, "benchmark").get("shapes")
+    if not isinstance(shapes, list) or not shapes or not all(isinstance(s, dict) for s in shapes):
+        raise ReportError("the benchmark stage has no shapes")
+    return shapes
+
+
+def e2e_regressions(points: list[dict]) -> list[dict]:
+    """Grid points worse than noise: the harness says `loss`, or the tokens/s ratio's interval
+    (candidate / baseline, higher is better; gpu_worker/e2e/gate.py) lies wholly below 1 - noise."""
+    worse = []
+    for i, point in enumerate(points):
+        if not isinstance(point, dict):
+            raise ReportError(f"e2e point {i} is not an object")
+        verdict = str(point.get("verdict") or "").lower()
+        if verdict in _E2E_WORSE_VERDICTS:
+            worse.append(point)
+            continue
+        if point.get("ci95") is not None:
+            _, hi = _interval(point["ci95"], f"e2e point {i} ci95")
+            noise = abs(_number(point.get("noise") or 0.0, f"e2e point {i} noise"))
+            if hi < 1.0 - noise:
+                worse.append(point)
+    return worse
+
+
+def decide(report, policy: RunPolicy) -> Outcome:
+    """The policy's verdict on one report."""
+    try:
+        return _decide(report, policy)
+    except ReportError as exc:
+        return Outcome(ERROR, REASON_ERROR, f"The report cannot be judged: {exc}.")
+    except (KeyError, TypeError, AttributeError, ValueError, ArithmeticError) as exc:
+        return Outcome(ERROR, REASON_ERROR, f"The report cannot be judged: {type(exc).__name__}: {exc}.")
+
+
+def _decide(report, policy: RunPolicy) -> Outcome:
+    if not isinstance(report, dict):
+        raise ReportError("it is not a JSON object")
+    if report.get("schema") != REPORT_SCHEMA:
+        raise ReportError(f"its schema is {report.get('schema')!r}, not {REPORT_SCHEMA!r}")
+    verdict = report.get("verdict") if isinstance(report.get("verdict"), dict) else {}
+    if not report.get("stages") and verdict.get("status") == _ERROR:
+        message = verdict.get("message") or ", ".join(map(str, verdict.get("reasons") or [])) or "no stages ran"
+        return Outcome(ERROR, REASON_ERROR, f"The harness failed before judging the candidate: {message}.")
+
+    guard = _stage(report, "guard")
+    if guard["status"] == _ERROR:
+        return Outcome(ERROR, REASON_ERROR, "The guard stage failed to run: " + _first_message(guard) + ".")
+    if guard["status"] != _PASS or _findings(guard):
+        findings = _findings(guard)
+        code = str(findings[0].get("code") or "unknown") if findings else "unknown"
+        text = "; ".join(_describe_finding(f) for f in findings) or "the guard failed without a finding"
+        code = code if code.startswith("guard:") else f"guard:{code}"  # the harness's codes carry the prefix
+        return Outcome(REVERT, code, f"The guard found a forbidden construct: {text}.")
+
+    verify = _stage(report, "verify")
+    if verify["status"] == _ERROR or _harness_only(verify):
+        return Outcome(ERROR, REASON_ERROR, "The verification stage failed to run: " + _first_message(verify) + ".")
+    if verify["status"] == _COMPILE_ONLY:
+        return Outcome(REVERT, UNMEASURED, "Compiled, but neither run nor timed on this host: verification and "
+                                           f"{UNMEASURED_TEXT}.")
+    failing = [s for s in verify.get("shapes") or []
+               if isinstance(s, dict) and (s.get("pass") is False or s.get("status") in (_FAIL, _ERROR))]
+    if verify["status"] != _PASS or failing:
+        where = _shape_names(failing) or _first_message(verify)
+        return Outcome(REVERT, INCORRECT, f"The candidate computes a wrong result: {where}.")
+
+    bench = _stage(report, "benchmark")
+    if bench["status"] in (_UNAVAILABLE, _SKIPPED):
+        return Outcome(REVERT, UNMEASURED,
+                       f"Verified correct, but not timed: {UNMEASURED_TEXT}; nothing is kept on a CPU-mode report.")
+    if bench["status"] == _FAIL and not _harness_only(bench):
+        finding = next(f for f in _findings(bench) if not _is_harness(f))
+        return Outcome(REVERT, _guard_code(finding), "The benchmark caught a shortcut: "
+                       + _describe_finding(finding) + ".")
+    if bench["status"] != _PASS:
+        return Outcome(ERROR, REASON_ERROR, "The benchmark stage did not complete: " + _first_message(bench) + ".")
+    shapes = _benchmark_shapes(report)
+    delta = noise_delta(shapes, policy)
+    ratio, (ratio_lo, ratio_hi) = benchmark_ratio(report)
+    numbers = {"ratio": ratio, "ratio_ci95": [ratio_lo, ratio_hi], "delta": delta, "speedup": 1.0 / ratio}
+    if ratio >= 1.0:
+        return Outcome(REVERT, SLOWER, f"Slower than the incumbent: time ratio {ratio:.3f} "
+                                       f"(95% CI {ratio_lo:.3f}-{ratio_hi:.3f}).", numbers)
+    if ratio_hi >= 1.0 - delta:
+        return Outcome(REVERT, NOISE, f"Not faster beyond noise: time ratio {ratio:.3f}, the interval's upper bound "
+                                      f"{ratio_hi:.3f} is not below {1 - delta:.3f} (delta {delta:.1%}).", numbers)
+
+    e2e = _stage(report, "e2e")
+    if e2e["status"] == _ERROR or _harness_only(e2e):
+        return Outcome(ERROR, REASON_ERROR, "The end-to-end stage failed to run: " + _first_message(e2e) + ".")
+    if e2e["status"] == _UNAVAILABLE:
+        return Outcome(REVERT, UNMEASURED, "Faster in isolation, but the end-to-end gate did not run: "
+                                           f"{UNMEASURED_TEXT} with the e2e workload.", numbers)
+    if e2e["status"] != _SKIPPED:
+        points = e2e.get("points")
+        if not isinstance(points, list):
+            raise ReportError("the e2e stage has no points")
+        shortcut = [f for f in _findings(e2e) if str(f.get("code", "")) not in _E2E_NOTES and not _is_harness(f)]
+        if shortcut:
+            return Outcome(REVERT, _guard_code(shortcut[0]), "The end-to-end gate caught a shortcut: "
+                           + _describe_finding(shortcut[0]) + ".", numbers)
+        if any(isinstance(p, dict) and isinstance(p.get("parity"), dict) and p["parity"].get("ok") is False
+               for p in points):
+            return Outcome(REVERT, INCORRECT, "End to end, the outputs differ from the default kernel's.", numbers)
+        if any(isinstance(p, dict) and p.get("kernel_ran") is False for p in points):
+            return Outcome(REVERT, "guard:e2e:kernel_not_seen", "End to end, the candidate's kernel was not seen "
+                                                                "running.", numbers)
+        worse = e2e_regressions(points)
+        if worse or e2e["status"] == _FAIL:
+            where = ", ".join(f"batch {p.get('batch')} context {p.get('context')}" for p in worse)
+            return Outcome(REVERT, E2E_REGRESSION, "Faster in isolation but slower end to end"
+                                                   + (f" at {where}." if where else ": " + _first_message(e2e) + "."),
+                           numbers)
+    return Outcome(KEEP, FASTER, f"Correct on every shape and faster: {1 / ratio:.3f}x the incumbent "
+                                 f"(time ratio CI {ratio_lo:.3f}-{ratio_hi:.3f}, below {1 - delta:.3f}).", numbers)
+
+
+def _guard_code(finding: dict) -> str:
+    """`guard:<code>`; the harness's guard codes already carry the prefix."""
+    code = str(finding.get("code") or "unknown")
+    return code if code.startswith("guard:") else f"guard:{code}"
+
+
+def _harness_only(stage: dict) -> bool:
+    """Findings that say the harness failed, not the candidate."""
+    findings = _findings(stage)
+    return bool(findings) and all(_is_harness(f) for f in findings)
+
+
+def _is_harness(finding: dict) -> bool:
+    code = str(finding.get("code", ""))
+    return code.startswith("harness:") or code in _HARNESS_CODES
+
+
+def _first_message(stage: dict) -> str:
+    findings = _findings(stage)
+    if findings:
+        return _describe_finding(findings[0])
+    return str(stage.get("message") or stage.get("error") or f"status {stage.get('status')}")
+
+
+def _shape_names(shapes: list[dict]) -> str:
+    names = []
+    for s in shapes[:5]:
+        shape = s.get("shape")
+        label = ", ".join(f"{k}={v}" for k, v in shape.items()) if isinstance(shape, dict) else str(shape)
+        error = s.get("max_error") if s.get("max_error") is not None else s.get("message")
+        names.append(f"{label}" + (f" ({error})" if error is not None else ""))
+    more = len(shapes) - len(names)
+    return "; ".join(names) + (f" and {more} more" if more > 0 else "")
+
+
+def summary_numbers(report) -> dict:
+    """Evaluation's summary columns, None where the report has no number (CPU mode)."""
+    out = {"geomean_speedup": None, "speedup_ci_lo": None, "speedup_ci_hi": None, "e2e_delta": None,
+           "floor_fraction": None}
+    if not isinstance(report, dict):
+        return out
+    summary = report.get("summary") if isinstance(report.get("summary"), dict) else {}
+    try:
+        if summary.get("geomean_speedup") is not None:
+            out["geomean_speedup"] = _number(summary["geomean_speedup"], "geomean_speedup")
+        if summary.get("geomean_ci95") is not None:
+            out["speedup_ci_lo"], out["speedup_ci_hi"] = _interval(summary["geomean_ci95"], "geomean_ci95")
+        if summary.get("floor_fraction") is not None:
+            out["floor_fraction"] = _number(summary["floor_fraction"], "floor_fraction")
+        stages = report.get("stages") if isinstance(report.get("stages"), dict) else {}
+        points = (stages.get("e2e") or {}).get("points") if isinstance(stages.get("e2e"), dict) else None
+        ratios = [finite(p.get("ratio")) for p in points or [] if isinstance(p, dict)]
+        ratios = [r for r in ratios if r is not None]
+        if ratios:
+            out["e2e_delta"] = min(ratios) - 1.0  # the worst grid point's tokens/s change (negative: slower)
+    except ReportError:
+        pass
+    return out
+
+
+def gpu_seconds(report) -> float:
+    """Device time the evaluation took, from the report's stage timings (0 when it says nothing)."""
+    if not isinstance(report, dict):
+        return 0.0
+    for key in ("gpu_seconds", "elapsed_s", "wall_s"):
+        value = finite(report.get(key))
+        if value is not None and value >= 0:
+            return value
+    total = 0.0
+    stages = report.get("stages") if isinstance(report.get("stages"), dict) else {}
+    for stage in stages.values():
+        if not isinstance(stage, dict):
+            continue
+        for key in ("seconds", "elapsed_s", "wall_s", "duration_s"):
+            value = finite(stage.get(key))
+            if value is not None and value >= 0:
+                total += value
+                break
+    return total

@@ -1,0 +1,169 @@
+"""An LLM proposer: any OpenAI-compatible chat-completions endpoint.
+
+Base URL and model come from the run's proposer settings or from settings (ARK_LLM_BASE_URL,
+ARK_LLM_MODEL); the key only from the environment (ARK_LLM_API_KEY, else OPENAI_API_KEY), never
+stored, shown or logged. The exact prompt, the answer, tokens and latency are stored on the
+candidate's `proposal`. An unusable answer (or a failed call) is recorded as a rejected
+proposal, a candidate reverted with reason `error`, and never crashes the loop.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import time
+
+from django.conf import settings
+
+from loop import skillfiles
+from loop.models import Candidate, Run, SkillDoc
+from loop.services.candidates import CandidateRejected, candidate_record_rejected_proposal, candidate_submit
+from loop.services.targets import target_contract, target_seed_source
+
+log = logging.getLogger(__name__)
+PROPOSER = "llm"
+RECENT_RESULTS = 12
+MAX_ANSWER_CHARS = 40_000
+_FENCE = re.compile(r"```[ \t]*(?:python|py|python3)?[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
+
+SYSTEM = (
+    "You are a GPU kernel engineer. You improve one kernel for a target operation. Answer with exactly one "
+    "fenced ```python block holding the complete candidate source file, then at most three sentences on "
+    "what you changed and why. The file defines forward(...) with the target's signature, launches its "
+    "work through the target's required DSL, and may define PARAMS (defaults) and SPACE (values a sweep "
+    "may try). It gets no files, network, environment, threads or streams of its own. Every forbidden "
+    "shortcut below is detected and recorded as a failure."
+)
+
+FORBIDDEN_SHORTCUTS = (
+    "side streams or threads; lazy or cached outputs; falling back to torch for the target's op; "
+    "loosening tolerances or reading the expected answer; special-casing benchmark shapes; changing "
+    "CUDA-graph, context or batch settings; editing or timing the harness; mutating inputs."
+)
+
+
+def api_key() -> str | None:
+    return os.environ.get("ARK_LLM_API_KEY") or os.environ.get("OPENAI_API_KEY")
+
+
+def endpoint(run: Run) -> dict:
+    conf = run.proposer_settings or {}
+    return {
+        "base_url": conf.get("base_url") or getattr(settings, "ARK_LLM_BASE_URL", None)
+        or os.environ.get("ARK_LLM_BASE_URL") or "https://api.openai.com/v1",
+        "model": conf.get("model") or getattr(settings, "ARK_LLM_MODEL", None) or os.environ.get("ARK_LLM_MODEL")
+        or "gpt-4o-mini",
+        "temperature": float(conf.get("temperature", 0.7)),
+        "max_tokens": int(conf.get("max_tokens", 8000)),
+        "timeout_s": float(conf.get("timeout_s", getattr(settings, "ARK_LLM_TIMEOUT_S", 300))),
+    }
+
+
+def skills_for(run: Run) -> list[skillfiles.SkillFile]:
+    """The skills that apply to the run: the database's latest revisions, else the files."""
+    docs = list(SkillDoc.objects.prefetch_related("revisions"))
+    if docs:
+        skills = []
+        for doc in docs:
+            latest = max(doc.revisions.all(), key=lambda r: r.number, default=None)
+            if latest is None:
+                continue
+            try:
+                skills.append(skillfiles.parse(doc.key, latest.text))
+            except ValueError:
+                log.warning("skill %s: latest revision does not parse; left out of the prompt", doc.key)
+    else:
+        skills = skillfiles.load_tree(settings.SKILLS_DIR)
+    thesis = run.thesis
+    return skillfiles.select(skills, hardware=run.hardware, model=thesis.model or None, target=thesis.target.name)
+
+
+def _recent_results(run: Run) -> str:
+    rows = []
+    for c in run.candidates.exclude(status__in=[Candidate.Status.PROPOSED, Candidate.Status.QUEUED,
+                                                Candidate.Status.RUNNING]).order_by("-number")[:RECENT_RESULTS]:
+        speed = ""
+        evaluation = c.evaluations.order_by("-attempt").first()
+        if evaluation is not None and evaluation.geomean_speedup:
+            speed = f", {evaluation.geomean_speedup:.3f}x the incumbent"
+        rows.append(f"- candidate {c.number} ({c.proposer}): {c.status}, {c.reason_code or '-'}{speed}: "
+                    f"{c.reason_text or ''}".strip())
+    return "\n".join(reversed(rows)) or "(none yet)"
+
+
+def build_messages(run: Run) -> tuple[list[dict], list[str]]:
+    """The exact chat messages sent, and the keys of the skills they include."""
+    thesis, target = run.thesis, run.thesis.target
+    selected = skills_for(run)
+    incumbent = run.incumbent
+    base_source = incumbent.source if incumbent else (run.proposer_settings.get("seed_source")
+                                                      or target_seed_source(target) or "")
+    base_label = (f"The incumbent (candidate {incumbent.number}, the one to beat)" if incumbent
+                  else "The seed candidate (the incumbent is the default kernel)")
+    contract = target_contract(target)
+    user = "\n\n".join([
+        f"# Thesis: {thesis.title}\n\n{thesis.body.strip()}",
+        f"## Constraints (what may not change)\n\n{thesis.constraints.strip() or '(none stated)'}",
+        f"## Target contract: {target.name} on {run.hardware}\n\n" + "\n".join(
+            f"- {key}: {value}" for key, value in contract.items() if key != "seed_candidates"),
+        f"## {base_label}\n\n```python\n{base_source.rstrip()}\n```",
+        f"## Results so far (most recent last)\n\n{_recent_results(run)}",
+        f"## Forbidden shortcuts\n\n{FORBIDDEN_SHORTCUTS}",
+        "Write the next candidate: one complete file in one ```python block.",
+    ])
+    system = SYSTEM + ("\n\n" + skillfiles.render_context(selected) if selected else "")
+    return [{"role": "system", "content": system}, {"role": "user", "content": user}], [s.key for s in selected]
+
+
+def parse_answer(text: str) -> str | None:
+    """The one source file in an answer: the fenced python block that defines forward (else the first)."""
+    blocks = [b for b in _FENCE.findall(text or "") if b.strip()]
+    if not blocks:
+        return None
+    with_forward = [b for b in blocks if re.search(r"^def forward\(", b, re.MULTILINE)]
+    return (with_forward or blocks)[0].rstrip() + "\n"
+
+
+def _redact(text: str) -> str:
+    key = api_key()
+    return text.replace(key, "[redacted]") if key else text
+
+
+def propose(run: Run) -> Candidate | None:
+    from openai import OpenAI
+
+    conf = endpoint(run)
+    messages, skill_keys = build_messages(run)
+    proposal = {"kind": "llm", "base_url": conf["base_url"], "model": conf["model"], "messages": messages,
+                "skills": skill_keys}
+    client = OpenAI(base_url=conf["base_url"], api_key=api_key() or "not-set", timeout=conf["timeout_s"],
+                    max_retries=1)
+    started = time.monotonic()
+    try:
+        response = client.chat.completions.create(model=conf["model"], messages=messages,
+                                                  temperature=conf["temperature"], max_tokens=conf["max_tokens"])
+        answer = (response.choices[0].message.content or "") if response.choices else ""
+    except Exception as exc:  # noqa: BLE001 (any endpoint failure is a recorded, rejected proposal)
+        proposal["latency_ms"] = round((time.monotonic() - started) * 1000)
+        reason = _redact(f"the LLM endpoint failed: {type(exc).__name__}: {exc}")[:500]
+        log.warning("run %s: %s", run.pk, reason)
+        return candidate_record_rejected_proposal(run=run, proposer=PROPOSER, proposal=proposal, reason=reason)
+    usage = getattr(response, "usage", None)
+    proposal.update({
+        "latency_ms": round((time.monotonic() - started) * 1000),
+        "tokens": {"prompt": getattr(usage, "prompt_tokens", None), "completion": getattr(usage, "completion_tokens", None),
+                   "total": getattr(usage, "total_tokens", None)},
+        "answer": _redact(answer)[:MAX_ANSWER_CHARS],
+        "response_model": getattr(response, "model", None),
+    })
+    source = parse_answer(answer)
+    if source is None:
+        return candidate_record_rejected_proposal(run=run, proposer=PROPOSER, proposal=proposal,
+                                                  reason="the answer has no fenced python block")
+    parent = run.incumbent
+    try:
+        return candidate_submit(run=run, source=source, proposer=PROPOSER, parent=parent, proposal=proposal)
+    except CandidateRejected as exc:
+        return candidate_record_rejected_proposal(run=run, proposer=PROPOSER, source=source, proposal=proposal,
+                                                  reason="; ".join(exc.problems))

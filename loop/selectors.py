@@ -1,0 +1,465 @@
+"""Read queries for pages and charts. No writes here."""
+
+from collections import Counter
+from datetime import timedelta
+
+from django.conf import settings
+from django.db.models import Count, Max, Prefetch, Q
+from django.utils import timezone
+
+from loop.models import (
+    Candidate,
+    Decision,
+    Evaluation,
+    Event,
+    Ping,
+    Run,
+    ServingConfig,
+    SkillDoc,
+    SkillRevision,
+    Target,
+    Thesis,
+    Worker,
+)
+
+IN_FLIGHT = (Candidate.Status.PROPOSED, Candidate.Status.QUEUED, Candidate.Status.RUNNING)
+OUTCOMES = ("kept", "reverted", "vetoed", "error", "awaiting_review", "in_flight")
+
+
+def recent_pings(limit: int = 10):
+    return list(Ping.objects.order_by("-id")[:limit])
+
+
+def workers_with_liveness():
+    deadline = timezone.now() - timedelta(seconds=settings.ARK_HEARTBEAT_TIMEOUT_S)
+    return [(worker, worker.last_heartbeat >= deadline) for worker in Worker.objects.all()]
+
+
+def last_seq() -> int:
+    return Event.objects.order_by("-id").values_list("id", flat=True).first() or 0
+
+
+# --- runs and their progress ---------------------------------------------------------------------------
+
+def outcome_of(candidate: Candidate) -> str:
+    return "in_flight" if candidate.status in IN_FLIGHT else candidate.status
+
+
+def run_progress(run: Run) -> dict:
+    """Budget used and candidates by outcome, for progress bars."""
+    by_status = Counter({row["status"]: row["n"]
+                         for row in run.candidates.order_by().values("status").annotate(n=Count("id"))})
+    outcomes = Counter()
+    for status, n in by_status.items():
+        outcomes["in_flight" if status in IN_FLIGHT else status] += n
+    total = sum(by_status.values())
+    gpu_minutes = (run.gpu_seconds_used or 0.0) / 60.0
+
+    def pct(used, budget):
+        return 0 if not budget else min(100, round(100 * used / budget))
+
+    return {
+        "run": run, "total": total, "outcomes": [(name, outcomes.get(name, 0)) for name in OUTCOMES],
+        "outcome_pct": [(name, pct(outcomes.get(name, 0), run.budget_candidates)) for name in OUTCOMES],
+        "candidates_pct": pct(total, run.budget_candidates),
+        "gpu_minutes": gpu_minutes, "gpu_pct": pct(gpu_minutes, run.budget_gpu_minutes),
+    }
+
+
+def active_runs():
+    runs = Run.objects.filter(status__in=[Run.Status.RUNNING, Run.Status.PAUSED]).select_related("thesis__target")
+    return [run_progress(run) for run in runs]
+
+
+def recent_decisions(limit: int = 15):
+    return list(Decision.objects.select_related("candidate__run__thesis").order_by("-created", "-id")[:limit])
+
+
+def dashboard_state() -> dict:
+    return {
+        "workers": workers_with_liveness(),
+        "pings": recent_pings(),
+        "active_runs": active_runs(),
+        "decisions": recent_decisions(),
+        "events": list(Event.objects.order_by("-id")[:20]),
+        "last_seq": last_seq(),
+    }
+
+
+# --- theses --------------------------------------------------------------------------------------------
+
+# sort key -> ordering; "-<key>" reverses it. Priority and creation time list the newest, highest first.
+THESIS_SORTS = {
+    "priority": ["-priority", "-created"], "created": ["-created"], "title": ["title"],
+    "owner": ["owner__username", "-priority"], "status": ["status", "-priority"],
+    "target": ["target__name", "-priority"], "hardware": ["hardware", "-priority"],
+}
+
+
+def _thesis_ordering(sort: str) -> list[str]:
+    reverse = sort.startswith("-")
+    ordering = THESIS_SORTS.get(sort.lstrip("-"), THESIS_SORTS["priority"])
+    if not reverse:
+        return ordering
+    return [field[1:] if field.startswith("-") else f"-{field}" for field in ordering[:1]] + ordering[1:]
+
+
+def theses_list(*, status: str = "", owner: str = "", target: str = "", hardware: str = "", q: str = "",
+                sort: str = "priority"):
+    theses = Thesis.objects.select_related("owner", "target").annotate(run_count=Count("runs"))
+    if status:
+        theses = theses.filter(status=status)
+    if owner:
+        theses = theses.filter(owner__username=owner)
+    if target:
+        theses = theses.filter(target__name=target)
+    if hardware:
+        theses = theses.filter(hardware=hardware)
+    if q:
+        theses = theses.filter(Q(title__icontains=q) | Q(body__icontains=q))
+    return theses.order_by(*_thesis_ordering(sort))
+
+
+def thesis_filter_choices() -> dict:
+    return {
+        "statuses": Thesis.Status.values,
+        "owners": sorted(set(Thesis.objects.values_list("owner__username", flat=True))),
+        "targets": list(Target.objects.values_list("name", flat=True)),
+        "hardware": sorted(set(Thesis.objects.values_list("hardware", flat=True))),
+    }
+
+
+# --- skills --------------------------------------------------------------------------------------------
+
+def skill_tree() -> list[tuple[str, list]]:
+    """Skill documents grouped by folder ("hardware/h200", "models/deepseek-v3.2", "rules"), each with
+    its latest revision."""
+    latest = SkillRevision.objects.order_by("-number")
+    docs = SkillDoc.objects.prefetch_related(Prefetch("revisions", queryset=latest.select_related("author")))
+    groups: dict[str, list] = {}
+    for doc in docs:
+        folder = doc.key.rsplit("/", 1)[0] if "/" in doc.key else ""
+        revisions = list(doc.revisions.all())
+        groups.setdefault(folder, []).append((doc, revisions[0] if revisions else None, len(revisions)))
+    return sorted(groups.items())
+
+
+def skill_latest(doc: SkillDoc) -> SkillRevision | None:
+    return doc.revisions.select_related("author").order_by("-number").first()
+
+
+def skill_revisions(doc: SkillDoc):
+    return list(doc.revisions.select_related("author").order_by("-number"))
+
+
+def skill_texts():
+    """(key, latest text) for every document, for export."""
+    for doc in SkillDoc.objects.all():
+        revision = skill_latest(doc)
+        if revision is not None:
+            yield doc.key, revision.text
+
+
+# --- reports -------------------------------------------------------------------------------------------
+
+def _first(mapping, *keys, default=None):
+    for key in keys:
+        if isinstance(mapping, dict) and mapping.get(key) is not None:
+            return mapping[key]
+    return default
+
+
+def _stage(report: dict, name: str) -> dict:
+    stages = report.get("stages") if isinstance(report, dict) else None
+    found = (stages or {}).get(name)
+    if found is None and isinstance(report, dict):
+        found = report.get(name)
+    return found if isinstance(found, dict) else {}
+
+
+def _timing(entry: dict, name: str):
+    """(median_us, lo_us, hi_us) of `name` in one benchmark shape entry, None where not measured.
+
+    Reads either a nested {"median_us", "ci_us": [lo, hi]} or flat `<name>_median_us`, `<name>_ci_us`."""
+    nested = entry.get(name)
+    if isinstance(nested, dict):
+        median = _first(nested, "median_us", "median")
+        ci = _first(nested, "ci95_us", "ci_us", "ci95", "ci")
+    else:
+        median = _first(entry, f"{name}_median_us", f"{name}_us") if nested is None else nested
+        ci = _first(entry, f"{name}_ci95_us", f"{name}_ci_us", f"{name}_ci95", f"{name}_ci")
+    lo, hi = (ci if isinstance(ci, (list, tuple)) and len(ci) == 2 else (None, None))
+    return median, lo, hi
+
+
+def _shape_label(shape) -> str:
+    if isinstance(shape, dict):
+        return ", ".join(f"{k}={v}" for k, v in shape.items())
+    return str(shape)
+
+
+def benchmark_shapes(report: dict, axis: str | None = None) -> list[dict]:
+    """Per-shape timings of candidate, incumbent and default kernel, from report.benchmark.shapes."""
+    rows = []
+    for entry in _stage(report, "benchmark").get("shapes") or []:
+        if not isinstance(entry, dict):
+            continue
+        shape = entry.get("shape", {})
+        x = shape.get(axis) if isinstance(shape, dict) and axis else None
+        if x is None and isinstance(shape, dict):
+            x = next((v for v in shape.values() if isinstance(v, (int, float))), None)
+        cand, inc, base = _timing(entry, "candidate"), _timing(entry, "incumbent"), _timing(entry, "baseline")
+        if base[0] is None:
+            base = _timing(entry, "default")
+        ratio = _first(entry, "ratio")
+        ratio_ci = _first(entry, "ratio_ci95", "ratio_ci")
+        if cand[0] is not None and cand[1] is None and inc[0] is not None and isinstance(ratio_ci, (list, tuple)):
+            # The harness gives the interval of the paired ratio; drawn around the candidate as incumbent x ratio.
+            cand = (cand[0], inc[0] * ratio_ci[0], inc[0] * ratio_ci[1])
+        rows.append({
+            "label": _shape_label(shape), "x": x, "candidate": cand, "incumbent": inc, "default": base,
+            "floor_us": _first(entry, "floor_us", "floor_median_us"),
+            "ratio": ratio, "speedup": (1.0 / ratio) if ratio else None,
+            "ratio_ci": ratio_ci if isinstance(ratio_ci, (list, tuple)) and len(ratio_ci) == 2 else None,
+            "floor_fraction": _first(entry, "floor_fraction", "fraction_of_floor"),
+        })
+    return rows
+
+
+def e2e_grid(report: dict) -> list[dict]:
+    """The e2e grid: per (batch, context) tokens/s both ways, the time ratio with its interval, parity."""
+    e2e = _stage(report, "e2e")
+    rows = []
+    for cell in e2e.get("points") or e2e.get("grid") or []:
+        if not isinstance(cell, dict):
+            continue
+        tps = cell.get("tokens_per_s") if isinstance(cell.get("tokens_per_s"), dict) else {}
+        base = _first(cell, "incumbent_tok_s", "default_tok_s") or _first(tps, "incumbent", "default")
+        cand = _first(cell, "candidate_tok_s") or _first(tps, "candidate")
+        ratio = _first(cell, "ratio")
+        # ratio: candidate / baseline tokens per second, higher is better (gpu_worker/e2e/gate.py)
+        delta = (cand / base - 1) if (base and cand is not None) else ((ratio - 1) if ratio else None)
+        ci = _first(cell, "ci95")
+        parity = cell.get("parity")
+        if isinstance(parity, dict):
+            parity = parity.get("ok")
+        rows.append({"batch": _first(cell, "batch"), "n_ctx": _first(cell, "context", "n_ctx"),
+                     "base": base, "candidate": cand, "ratio": ratio, "delta": delta,
+                     "ci95": ci if isinstance(ci, (list, tuple)) and len(ci) == 2 else None,
+                     "verdict": _first(cell, "verdict", default=""), "parity": parity,
+                     "error": cell.get("error", "")})
+    return sorted(rows, key=lambda r: (r["batch"] or 0, r["n_ctx"] or 0))
+
+
+def guard_findings(report: dict, source: str) -> list[dict]:
+    """Guard findings, each with the candidate's source lines around it when the finding names a line."""
+    lines = (source or "").splitlines()
+    findings = []
+    stages = report.get("stages") if isinstance(report, dict) else {}
+    for stage_name, stage in (stages or {}).items():
+        if not isinstance(stage, dict):
+            continue
+        for finding in stage.get("findings") or []:
+            if not isinstance(finding, dict):
+                finding = {"message": str(finding)}
+            line = finding.get("line")
+            excerpt = []
+            if isinstance(line, int) and 1 <= line <= len(lines):
+                excerpt = [(n, lines[n - 1], n == line) for n in range(max(1, line - 2), min(len(lines), line + 2) + 1)]
+            findings.append({"stage": stage_name, "code": finding.get("code", ""),
+                             "message": finding.get("message") or finding.get("detail") or "",
+                             "line": line, "excerpt": excerpt})
+    return findings
+
+
+def report_logs(report: dict) -> str:
+    """The report's logs if it carries any, then one line per stage: status, time, and its message."""
+    if not isinstance(report, dict):
+        return ""
+    lines = []
+    logs = report.get("logs")
+    if isinstance(logs, dict):
+        lines += [f"--- {k}\n{v}" for k, v in logs.items()]
+    elif isinstance(logs, list):
+        lines += [str(line) for line in logs]
+    elif logs:
+        lines.append(str(logs))
+    stages = report.get("stages") if isinstance(report.get("stages"), dict) else {}
+    for name, stage in stages.items():
+        if not isinstance(stage, dict):
+            continue
+        seconds = _first(stage, "seconds", "elapsed_s", "wall_s", "child_wall_s")
+        detail = _first(stage, "message", "reason", "error", default="")
+        lines.append(f"[{name}] {stage.get('status', '?')}" + (f" in {seconds:.2f} s" if isinstance(seconds, (int, float)) else "")
+                     + (f": {detail}" if detail else ""))
+    verdict = report.get("verdict")
+    if isinstance(verdict, dict) and (verdict.get("message") or verdict.get("reasons")):
+        lines.append(f"[verdict] {verdict.get('status', '')} {verdict.get('message') or ', '.join(map(str, verdict['reasons']))}")
+    return "\n".join(lines)
+
+
+def timings_available(report: dict) -> bool:
+    bench = _stage(report, "benchmark")
+    if bench.get("timings_available") is False or bench.get("status") in ("unavailable", "skipped"):
+        return False
+    return any(row["candidate"][0] is not None for row in benchmark_shapes(report))
+
+
+def is_cpu_mode(hardware: str) -> bool:
+    """CPU mode: the hardware kind is a CPU queue, or every worker that serves it has no GPU."""
+    if (hardware or "").lower().startswith("cpu"):
+        return True
+    kinds = [(w.fingerprint or {}).get("kind") for w in Worker.objects.filter(hardware=hardware)]
+    return bool(kinds) and all(kind == "cpu" for kind in kinds)
+
+
+def serving_axis(target: Target) -> str | None:
+    """The workload axis routes are cut along: n_ctx where the target has it (as serving configs do)."""
+    from gpu_worker.dispatch.config import AXES
+
+    axes = list(target.axes or {}) if isinstance(target.axes, dict) else []
+    return next((a for a in axes if a in AXES), axes[0] if axes else None)
+
+
+# --- run and candidate pages ---------------------------------------------------------------------------
+
+def _annotate(candidates):
+    """Attach the latest evaluation and decision to each candidate (prefetched, no query per row)."""
+    for candidate in candidates:
+        evaluations = list(candidate.evaluations.all())
+        decisions = list(candidate.decisions.all())
+        candidate.latest_evaluation = evaluations[-1] if evaluations else None
+        candidate.latest_decision = decisions[-1] if decisions else None
+        candidate.outcome = outcome_of(candidate)
+    return candidates
+
+
+def run_candidates(run: Run):
+    candidates = run.candidates.select_related("parent").prefetch_related(
+        Prefetch("evaluations", queryset=Evaluation.objects.order_by("attempt")),
+        Prefetch("decisions", queryset=Decision.objects.order_by("created", "id")),
+    ).order_by("-number")
+    return _annotate(list(candidates))
+
+
+def best_so_far_series(candidates) -> list[dict]:
+    """One point per evaluated candidate in order, with the best kept speedup up to it."""
+    points, best = [], None
+    for candidate in sorted(candidates, key=lambda c: c.number):
+        evaluation = candidate.latest_evaluation
+        speedup = evaluation.geomean_speedup if evaluation else None
+        if speedup is None:
+            continue
+        if candidate.status == Candidate.Status.KEPT:
+            best = speedup if best is None else max(best, speedup)
+        points.append({"number": candidate.number, "speedup": speedup, "outcome": candidate.outcome,
+                       "ci_lo": evaluation.speedup_ci_lo, "ci_hi": evaluation.speedup_ci_hi, "best": best})
+    return points
+
+
+def run_state(run: Run) -> dict:
+    candidates = run_candidates(run)
+    return {
+        "run": run, "candidates": candidates, "progress": run_progress(run),
+        "awaiting": [c for c in candidates if c.status == Candidate.Status.AWAITING_REVIEW],
+        "series": best_so_far_series(candidates), "cpu_mode": is_cpu_mode(run.hardware),
+        "last_seq": last_seq(),
+    }
+
+
+def candidate_state(candidate: Candidate) -> dict:
+    candidate = _annotate([candidate])[0]
+    evaluation = candidate.latest_evaluation
+    report = evaluation.report if evaluation else {}
+    run = candidate.run
+    target = run.thesis.target
+    axis = serving_axis(target)
+    incumbent = run.incumbent if run.incumbent_id and run.incumbent_id != candidate.id else None
+    return {
+        "candidate": candidate, "run": run, "target": target, "axis": axis, "evaluation": evaluation,
+        "report": report, "shapes": benchmark_shapes(report, axis), "e2e": e2e_grid(report),
+        "findings": guard_findings(report, candidate.source), "logs": report_logs(report),
+        "timings_available": timings_available(report), "cpu_mode": is_cpu_mode(run.hardware),
+        "decisions": list(candidate.decisions.select_related("user").order_by("created", "id")),
+        "incumbent": incumbent, "evaluations": list(candidate.evaluations.order_by("attempt")),
+        "last_seq": last_seq(),
+    }
+
+
+# --- deployments ---------------------------------------------------------------------------------------
+
+def serving_overview() -> list[ServingConfig]:
+    """The config in force (the highest version) for every (target, hardware)."""
+    heads = ServingConfig.objects.values("target_id", "hardware").annotate(v=Max("version"))
+    wanted = Q(pk__in=[])
+    for head in heads:
+        wanted |= Q(target_id=head["target_id"], hardware=head["hardware"], version=head["v"])
+    return list(ServingConfig.objects.filter(wanted).select_related("target", "author", "approver")
+                .order_by("target__name", "hardware"))
+
+
+def serving_versions(target: Target, hardware: str) -> list[ServingConfig]:
+    return list(ServingConfig.objects.filter(target=target, hardware=hardware)
+                .select_related("author", "approver").order_by("-version"))
+
+
+def _route_candidate_ids(config: ServingConfig) -> list[int]:
+    ids = []
+    for route in config.routes or []:
+        kernel = route.get("kernel") if isinstance(route, dict) else None
+        if isinstance(kernel, dict):
+            raw = str(kernel.get("candidate_id", "")).lstrip("c")
+            if raw.isdigit():
+                ids.append(int(raw))
+    return ids
+
+
+def promotion_steps(versions: list[ServingConfig]) -> list[dict]:
+    """Tokens per second gained by each version, oldest first: a promotion adds the best e2e gain its new
+    candidate measured (tokens/s with it minus without it); a rollback takes back what the versions
+    after its target added."""
+    steps, seen, total_after = [], set(), {0: 0.0}
+    total = 0.0
+    for config in sorted(versions, key=lambda c: c.version):
+        gain, base, roofline = 0.0, None, None
+        if config.rolled_back_to:
+            gain = total_after.get(config.rolled_back_to, 0.0) - total
+        else:
+            new_ids = [i for i in _route_candidate_ids(config) if i not in seen]
+            seen.update(new_ids)
+            for evaluation in Evaluation.objects.filter(candidate_id__in=new_ids).order_by("attempt"):
+                for cell in e2e_grid(evaluation.report):
+                    if cell["base"] and cell["candidate"] is not None and cell["candidate"] - cell["base"] > gain:
+                        gain, base = cell["candidate"] - cell["base"], cell["base"]
+                roofline = _first(_stage(evaluation.report, "e2e"), "roofline_tokens_per_s") or roofline
+        total += gain
+        total_after[config.version] = total
+        steps.append({"version": config.version, "gain": gain, "base": base, "roofline": roofline,
+                      "rolled_back_to": config.rolled_back_to})
+    return steps
+
+
+# --- audit ---------------------------------------------------------------------------------------------
+
+def audit_events(*, type: str = "", run: str = "", actor: str = "", reason: str = "", verdict: str = ""):
+    events = Event.objects.all()
+    if type:
+        events = events.filter(type=type)
+    if run.isdigit():
+        events = events.filter(run_id=int(run))
+    if actor:
+        events = events.filter(actor=actor)
+    if reason:
+        events = events.filter(Q(payload__reason_code__icontains=reason) | Q(payload__reason__icontains=reason)
+                               | Q(payload__reason_text__icontains=reason))
+    if verdict:
+        events = events.filter(Q(payload__verdict=verdict) | Q(type__icontains=verdict))
+    return events.order_by("-id")
+
+
+def audit_filter_choices() -> dict:
+    return {
+        "types": list(Event.objects.order_by("type").values_list("type", flat=True).distinct()),
+        "actors": list(Event.objects.order_by("actor").values_list("actor", flat=True).distinct()),
+        "verdicts": Decision.Verdict.values,
+    }

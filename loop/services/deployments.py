@@ -1,0 +1,192 @@
+"""Serving configs: promote a kept candidate for axis ranges, roll back to an older version.
+
+Every promote or rollback makes a new immutable ServingConfig version whose `document` is the
+exported JSON (`"schema": "ark.serving/1"`, validated by gpu_worker.dispatch's own parser
+before it is saved) and is written to SERVING_EXPORT_DIR/<target>/<hardware>/ after commit.
+Promotion always needs a person with `loop.promote` who is not the candidate's author, nor the
+run's creator when a person proposed the candidate (two people for every human change).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import os
+import tempfile
+from pathlib import Path
+
+from django.conf import settings
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import transaction
+
+from loop.audit import event_write
+from loop.models import Candidate, Run, ServingConfig, Target
+from loop.roles import PROMOTE, check_permission
+
+log = logging.getLogger(__name__)
+
+SCHEMA = "ark.serving/1"
+DEFAULT = "default"
+
+
+def _kernel_ref(candidate: Candidate) -> dict:
+    return {"candidate_id": f"c{candidate.pk}", "source_hash": candidate.source_hash,
+            "params": dict(candidate.params or {}), "source": candidate.source}
+
+
+def _segments(routes: list[dict]) -> list[tuple[int, int | None, object]]:
+    return [(r["lo"], r["hi"], r["kernel"]) for r in routes]
+
+
+def _overlay(base: list[tuple], lo: int, hi: int | None, kernel) -> list[tuple]:
+    """Put `kernel` on [lo, hi) over a cover of [0, inf); cut what it overlaps."""
+    out = []
+    for a, b, k in base:
+        if b is not None and b <= lo or hi is not None and a >= hi:
+            out.append((a, b, k))
+            continue
+        if a < lo:
+            out.append((a, lo, k))
+        if hi is not None and (b is None or b > hi):
+            out.append((hi, b, k))
+    out.append((lo, hi, kernel))
+    return sorted(out, key=lambda s: s[0])
+
+
+def _merge(segments: list[tuple]) -> list[dict]:
+    merged: list[list] = []
+    for a, b, k in segments:
+        if merged and merged[-1][2] == k and merged[-1][1] == a:
+            merged[-1][1] = b
+        else:
+            merged.append([a, b, k])
+    return [{"lo": a, "hi": b, "kernel": k} for a, b, k in merged]
+
+
+def normalise_routes(routes) -> list[tuple[int, int | None]]:
+    """The candidate's ranges from a route set: [{"lo", "hi", "kernel": "candidate" | "default"}], or
+    [(lo, hi)]. Half-open, sorted, non-overlapping, lo >= 0."""
+    ranges = []
+    for route in routes or []:
+        if isinstance(route, dict):
+            if route.get("kernel", "candidate") == DEFAULT:
+                continue
+            lo, hi = route.get("lo"), route.get("hi")
+        else:
+            lo, hi = route
+        if not isinstance(lo, int) or isinstance(lo, bool) or lo < 0:
+            raise ValidationError(f"route lo must be an integer >= 0, got {lo!r}")
+        if hi is not None and (not isinstance(hi, int) or isinstance(hi, bool) or hi <= lo):
+            raise ValidationError(f"route hi must be empty (unbounded) or an integer above {lo}, got {hi!r}")
+        ranges.append((lo, hi))
+    ranges.sort()
+    for (_, a_hi), (b_lo, _) in itertools.pairwise(ranges):
+        if a_hi is None or b_lo < a_hi:
+            raise ValidationError(f"routes overlap at {b_lo}")
+    if not ranges:
+        raise ValidationError("a promotion needs at least one range for the candidate")
+    return ranges
+
+
+def _axis(target: Target) -> str:
+    return "n_ctx" if "n_ctx" in (target.axes or {}) else next(iter(target.axes or {"n_ctx": None}))
+
+
+def _latest(target: Target, hardware: str) -> ServingConfig | None:
+    return ServingConfig.objects.filter(target=target, hardware=hardware).order_by("-version").first()
+
+
+def _document(*, target: Target, hardware: str, version: int, axis: str, routes: list[dict]) -> dict:
+    return {"schema": SCHEMA, "target": target.name, "hardware": hardware, "version": version, "axis": axis,
+            "routes": routes, "fallback": DEFAULT}
+
+
+def _validate(document: dict) -> None:
+    from gpu_worker.dispatch.config import ServingConfigError, parse_serving_config
+
+    try:
+        parse_serving_config(document, target=document["target"])
+    except ServingConfigError as exc:
+        raise ValidationError(exc.problems) from exc
+
+
+def deployment_promote(*, actor, candidate: Candidate, routes, note: str = "") -> ServingConfig:
+    """A new serving-config version: the candidate on `routes`, everything else as before."""
+    check_permission(actor, PROMOTE)
+    candidate = Candidate.objects.select_related("run__thesis__target", "run__created_by", "author").get(pk=candidate.pk)
+    run = candidate.run
+    if candidate.author_id is not None and candidate.author_id == actor.pk:
+        raise PermissionDenied("the candidate's author may not promote it")
+    if candidate.proposer == Run.Proposer.HUMAN and run.created_by_id == actor.pk:
+        raise PermissionDenied("the run's creator may not promote a candidate a person proposed in it")
+    if candidate.status != Candidate.Status.KEPT:
+        raise ValidationError(f"only a kept candidate can be promoted; this one is {candidate.status}")
+    ranges = normalise_routes(routes)
+    target, hardware = run.thesis.target, run.hardware
+    with transaction.atomic():
+        latest = _latest(target, hardware)
+        axis = latest.axis if latest else _axis(target)
+        segments = _segments(latest.routes) if latest else [(0, None, DEFAULT)]
+        kernel = _kernel_ref(candidate)
+        for lo, hi in ranges:
+            segments = _overlay(segments, lo, hi, kernel)
+        new_routes = _merge(segments)
+        version = (latest.version if latest else 0) + 1
+        document = _document(target=target, hardware=hardware, version=version, axis=axis, routes=new_routes)
+        _validate(document)
+        config = ServingConfig.objects.create(
+            target=target, hardware=hardware, version=version, axis=axis, routes=new_routes, document=document,
+            note=note, author=candidate.author or run.created_by, approver=actor)
+        event_write(type="serving.promoted", actor=actor, subject=config, run_id=run.pk, payload={
+            "target": target.name, "hardware": hardware, "version": version, "candidate": candidate.pk,
+            "number": candidate.number, "ranges": [list(r) for r in ranges], "note": note})
+        transaction.on_commit(lambda: serving_export(config=config))
+    return config
+
+
+def deployment_rollback(*, actor, target: Target, hardware: str, to_version: int, note: str = "") -> ServingConfig:
+    """A new version whose routes equal those of `to_version`."""
+    check_permission(actor, PROMOTE)
+    with transaction.atomic():
+        old = ServingConfig.objects.filter(target=target, hardware=hardware, version=to_version).first()
+        if old is None:
+            raise ValidationError(f"{target.name} on {hardware} has no serving config version {to_version}")
+        latest = _latest(target, hardware)
+        if latest.version == to_version:
+            raise ValidationError(f"version {to_version} is already the current one")
+        version = latest.version + 1
+        document = {**old.document, "version": version}
+        _validate(document)
+        config = ServingConfig.objects.create(
+            target=target, hardware=hardware, version=version, axis=old.axis, routes=old.routes, document=document,
+            note=note, rolled_back_to=to_version, author=actor, approver=actor)
+        event_write(type="serving.rolled_back", actor=actor, subject=config, payload={
+            "target": target.name, "hardware": hardware, "version": version, "to_version": to_version,
+            "from_version": latest.version, "note": note})
+        transaction.on_commit(lambda: serving_export(config=config))
+    return config
+
+
+def export_path(target_name: str, hardware: str, version: int | None = None) -> Path:
+    name = "current.json" if version is None else f"v{version}.json"
+    return Path(settings.SERVING_EXPORT_DIR) / target_name / hardware / name
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    os.replace(tmp, path)
+
+
+def serving_export(*, config: ServingConfig) -> Path:
+    """Write the version's document, and current.json when it is the latest. Rerunnable."""
+    text = json.dumps(config.document, indent=2, sort_keys=True) + "\n"
+    path = export_path(config.target.name, config.hardware, config.version)
+    _write_atomic(path, text)
+    latest = _latest(config.target, config.hardware)
+    if latest is not None and latest.pk == config.pk:
+        _write_atomic(export_path(config.target.name, config.hardware), text)
+    return path

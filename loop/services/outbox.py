@@ -1,0 +1,41 @@
+"""Publish tasks through an outbox row written in the service's own transaction.
+
+A crash between commit and publish loses nothing: `outbox_relay` runs after every commit and again
+from the reaper for anything still unsent. A message may be published twice; every task is
+idempotent.
+"""
+
+import logging
+
+from celery import current_app
+from django.db import transaction
+from django.utils import timezone
+
+from loop.models import OutboxMessage
+
+log = logging.getLogger(__name__)
+
+
+def outbox_enqueue(*, task: str, queue: str, args: list) -> OutboxMessage:
+    message = OutboxMessage.objects.create(task=task, queue=queue, args=args)
+    transaction.on_commit(lambda: outbox_relay(ids=[message.id]))
+    return message
+
+
+def outbox_relay(*, ids: list[int] | None = None, older_than_s: float = 0.0) -> int:
+    """Publish unsent messages (the given ones, or all older than `older_than_s`); returns the count sent."""
+    pending = OutboxMessage.objects.filter(sent__isnull=True)
+    if ids is not None:
+        pending = pending.filter(id__in=ids)
+    else:
+        pending = pending.filter(created__lte=timezone.now() - timezone.timedelta(seconds=older_than_s))
+    sent = 0
+    for message in pending.order_by("id")[:500]:
+        try:
+            current_app.send_task(message.task, args=message.args, queue=message.queue)
+        except Exception:  # broker down: the reaper retries
+            OutboxMessage.objects.filter(id=message.id).update(attempts=message.attempts + 1)
+            log.warning("outbox message %s not published", message.id, exc_info=True)
+            continue
+        sent += OutboxMessage.objects.filter(id=message.id, sent__isnull=True).update(sent=timezone.now())
+    return sent

@@ -1,0 +1,50 @@
+"""Mirror gpu_worker's target registry into Target rows (name, range, DSLs, version)."""
+
+from django.db import transaction
+
+from loop.audit import event_write
+from loop.models import Target
+
+
+def _registry() -> dict:
+    from gpu_worker.targets import TARGETS
+
+    return TARGETS
+
+
+def target_sync(*, actor="system") -> list[Target]:
+    """Create or update one Target row per registered target; an Event for each one that changed."""
+    synced = []
+    for name, spec in sorted(_registry().items()):
+        info = spec.describe()
+        fields = {
+            "version": str(info["version"]), "description": info.get("description", ""),
+            "axes": {axis: list(bounds) for axis, bounds in info["axes"].items()}, "dsls": list(info["dsls"]),
+            "e2e_slot": info.get("e2e_slot") or "",
+        }
+        with transaction.atomic():
+            target = Target.objects.select_for_update().filter(name=name).first()
+            if target is None:
+                target = Target.objects.create(name=name, **fields)
+                event_write(type="target.added", actor=actor, subject=target, payload={"name": name, **fields})
+            elif any(getattr(target, k) != v for k, v in fields.items()):
+                Target.objects.filter(pk=target.pk).update(**fields)
+                target.refresh_from_db()
+                event_write(type="target.updated", actor=actor, subject=target, payload={"name": name, **fields})
+        synced.append(target)
+    return synced
+
+
+def target_contract(target: Target) -> dict:
+    """What a candidate for this target must do (for prompts): the registry's description when known."""
+    spec = _registry().get(target.name)
+    if spec is None:
+        return {"name": target.name, "description": target.description, "axes": target.axes, "dsls": target.dsls}
+    return spec.describe()
+
+
+def target_seed_source(target: Target) -> str | None:
+    """The text of the target's first seed candidate, or None."""
+    spec = _registry().get(target.name)
+    paths = spec.seed_paths() if spec is not None else []
+    return paths[0].read_text(encoding="utf-8") if paths and paths[0].is_file() else None

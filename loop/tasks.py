@@ -1,0 +1,61 @@
+"""Celery tasks on the `loop` queue: thin, id-based, safe to run twice."""
+
+from celery import shared_task
+
+from gpu_worker.queues import Task
+from loop.models import Run
+from loop.services import wiring
+from loop.services.candidates import candidate_leases_renew, candidate_record_progress
+from loop.services.evaluations import candidate_record_report
+from loop.services.outbox import outbox_relay
+from loop.services.reaper import reap
+from loop.services.runs import ADVANCE_TASK, PROPOSE_TASK, live_workers, run_advance, run_propose_next
+
+
+@shared_task(name=Task.LOOP_PONG)
+def pong(ping_id: int, worker: dict) -> None:
+    wiring.ping_record_pong(ping_id=ping_id, worker=worker)
+
+
+@shared_task(name=Task.LOOP_HEARTBEAT)
+def heartbeat(beat: dict) -> None:
+    worker = wiring.worker_heartbeat_record(beat=beat)
+    busy = candidate_leases_renew(worker=worker.name)
+    # An idle live worker is free capacity: let its hardware's runs dispatch to it.
+    if not busy and live_workers(worker.hardware).filter(pk=worker.pk).exists():
+        for run_id in Run.objects.filter(status=Run.Status.RUNNING, hardware=worker.hardware).values_list("id", flat=True):
+            run_advance(run_id=run_id)
+
+
+@shared_task(name="loop.relay_outbox")
+def relay_outbox() -> None:
+    outbox_relay(older_than_s=5.0)
+
+
+@shared_task(name=Task.LOOP_PROGRESS)
+def progress(candidate_id: int, attempt: int, worker_name: str, stage: str, status: str, detail: dict) -> None:
+    candidate_record_progress(candidate_id=candidate_id, attempt=attempt, worker=worker_name, stage=stage,
+                              status=status, detail=detail)
+
+
+@shared_task(name=Task.LOOP_REPORT)
+def report(candidate_id: int, attempt: int, worker_name: str, report: dict) -> None:
+    evaluation = candidate_record_report(candidate_id=candidate_id, attempt=attempt, worker=worker_name, report=report)
+    if evaluation is not None:
+        run_advance(run_id=evaluation.candidate.run_id)
+
+
+@shared_task(name=ADVANCE_TASK)
+def advance_run(run_id: int) -> None:
+    run_advance(run_id=run_id)
+
+
+@shared_task(name=PROPOSE_TASK)
+def propose_next(run_id: int) -> None:
+    run_propose_next(run_id=run_id)
+    run_advance(run_id=run_id)
+
+
+@shared_task(name="loop.reap")
+def reaper() -> None:
+    reap()

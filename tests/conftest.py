@@ -1,0 +1,173 @@
+"""Shared fixtures: real Redis, the real database (SQLite or PostgreSQL via DATABASE_URL), real
+Celery workers in subprocesses, and the people of every permission test (CONVENTIONS.md):
+alice owns things and reviews, bob reviews, dana deploys, charlie is a viewer with no role."""
+
+import os
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+# This test run's own loop queue: workers of other runs on the same Redis never take its messages.
+os.environ.setdefault("ARK_LOOP_QUEUE", f"loop.test{os.getpid()}")
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _audit_unlocked_for_teardown():
+    """Test teardown flushes tables; the event log's triggers allow that only while unlocked."""
+    from django.core.management.commands import flush
+
+    from loop.audit import audit_unlocked
+
+    original = flush.Command.handle
+
+    def handle(self, *args, **kwargs):
+        with audit_unlocked():
+            return original(self, *args, **kwargs)
+
+    flush.Command.handle = handle
+    yield
+    flush.Command.handle = original
+
+
+def _user(django_user_model, name, groups=(), **extra):
+    from django.contrib.auth.models import Group
+
+    from loop.roles import ensure_groups
+
+    ensure_groups()
+    user = django_user_model.objects.create_user(username=name, password=f"{name}-password-1", **extra)
+    for group in groups:
+        user.groups.add(Group.objects.get(name=group))
+    return user
+
+
+@pytest.fixture
+def alice(django_user_model):
+    return _user(django_user_model, "alice", ["reviewer"])
+
+
+@pytest.fixture
+def bob(django_user_model):
+    return _user(django_user_model, "bob", ["reviewer"])
+
+
+@pytest.fixture
+def dana(django_user_model):
+    return _user(django_user_model, "dana", ["deployer"])
+
+
+@pytest.fixture
+def charlie(django_user_model):
+    return _user(django_user_model, "charlie", ["viewer"])
+
+
+def database_url_for_subprocess() -> str:
+    """The URL of the test database as this process sees it, for workers started by a test."""
+    from django.db import connection
+
+    s = connection.settings_dict
+    if connection.vendor == "sqlite":
+        return f"sqlite:///{s['NAME']}"
+    auth = s["USER"] + (f":{s['PASSWORD']}" if s.get("PASSWORD") else "")
+    return f"postgres://{auth}@{s.get('HOST') or '127.0.0.1'}:{s.get('PORT') or 5432}/{s['NAME']}"
+
+
+def subprocess_env(**extra) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    env.update({"DATABASE_URL": database_url_for_subprocess(), "PYTHONUNBUFFERED": "1"}, **extra)
+    return env
+
+
+class Proc:
+    """A child process with its output in a file, stopped (and reaped) at teardown."""
+
+    def __init__(self, args, env, log_path: Path):
+        self.log_path = log_path
+        self.log = open(log_path, "wb")
+        self.popen = subprocess.Popen(args, cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT,
+                                      start_new_session=True)
+
+    def output(self) -> str:
+        self.log.flush()
+        return self.log_path.read_text(errors="replace")
+
+    def wait_for_output(self, text: str, timeout_s: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if text in self.output():
+                return
+            if self.popen.poll() is not None:
+                break
+            time.sleep(0.2)
+        raise AssertionError(f"{text!r} never appeared; output:\n{self.output()[-4000:]}")
+
+    def kill(self, sig=9) -> None:
+        if self.popen.poll() is None:
+            os.killpg(self.popen.pid, sig)
+            self.popen.wait(timeout=30)
+
+    def stop(self) -> None:
+        if self.popen.poll() is None:
+            os.killpg(self.popen.pid, 15)
+            try:
+                self.popen.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        self.log.close()
+
+
+@pytest.fixture
+def start_process(tmp_path):
+    procs = []
+
+    def start(args, *, name: str, **env_extra) -> Proc:
+        proc = Proc(args, subprocess_env(**env_extra), tmp_path / f"{name}.log")
+        procs.append(proc)
+        return proc
+
+    yield start
+    for proc in procs:
+        proc.stop()
+
+
+@pytest.fixture
+def loop_worker(transactional_db, start_process):
+    """A real Celery worker on the `loop` queue, against the test database."""
+    proc = start_process([sys.executable, "-m", "celery", "-A", "console", "worker", "-Q", os.environ["ARK_LOOP_QUEUE"],
+                          "--pool=solo", "--without-heartbeat", "--without-gossip", "--without-mingle",
+                          "-n", f"loop-{uuid.uuid4().hex[:6]}@%h", "--loglevel=INFO"], name="loop-worker")
+    proc.wait_for_output("ready.")
+    return proc
+
+
+@pytest.fixture
+def gpu_hardware():
+    """A queue name of its own for each test, so that no stray worker answers."""
+    return f"cputest{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
+def gpu_worker(transactional_db, start_process, gpu_hardware):
+    """A real GPU-side Celery worker in CPU mode consuming gpu.<gpu_hardware>."""
+    proc = start_process([sys.executable, "-m", "celery", "-A", "gpu_worker.celery_app", "worker",
+                          "-Q", f"gpu.{gpu_hardware}", "--pool=solo", "--without-heartbeat", "--without-gossip",
+                          "--without-mingle", "-n", f"gpu-{gpu_hardware}@%h", "--loglevel=INFO"],
+                         name="gpu-worker", ARK_HARDWARE=gpu_hardware, ARK_HEARTBEAT_INTERVAL_S="1")
+    proc.wait_for_output("ready.")
+    return proc
+
+
+def wait_until(predicate, timeout_s: float = 30.0, interval_s: float = 0.1):
+    """Poll until predicate() is truthy (event-driven waits on real processes, not timing asserts)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval_s)
+    raise AssertionError(f"condition not met within {timeout_s}s: {predicate}")

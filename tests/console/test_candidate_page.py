@@ -1,0 +1,102 @@
+import json
+
+import pytest
+from django.urls import reverse
+
+from loop.models import ServingConfig
+from loop.services.decisions import candidate_approve
+from tests.console import builders
+
+pytestmark = pytest.mark.django_db
+
+SCRIPT = "</script><script>alert('src')</script>"
+
+
+@pytest.fixture
+def family(alice):
+    run = builders.make_run(alice)
+    parent = builders.evaluated(run, builders.passing_report(), tag="parent")
+    candidate_approve(candidate=parent, actor=alice)
+    child_source = builders.source_variant("child", body=f'NOTE = "{SCRIPT}"\n')
+    child = builders.evaluated(run, builders.passing_report(speedup=1.5, findings=[]), source=child_source,
+                               parent=parent)
+    return run, parent, child
+
+
+def test_the_candidate_page_shows_both_diffs_escaped(as_charlie, family):
+    _, _, child = family
+    page = as_charlie.get(reverse("candidate", args=[child.pk])).content.decode()
+    assert 'data-testid="parent-diff"' in page and 'data-testid="incumbent-diff"' in page
+    assert "<script>alert('src')</script>" not in page
+    assert "alert" in page and "&lt;script&gt;" in page
+
+
+def test_the_per_shape_chart_marks_the_crossover_and_draws_the_floor(as_charlie, family):
+    _, _, child = family
+    response = as_charlie.get(reverse("candidate", args=[child.pk]))
+    figure = json.loads(response.context["shape_chart"] and json.dumps(response.context["shape_chart"]))
+    names = [trace.get("name") for trace in figure["data"]]
+    assert {"candidate", "incumbent", "default", "floor"} <= set(names)
+    assert any("crossover" in (a.get("text") or "") for a in figure["layout"].get("annotations", []))
+    assert response.context["analysis"]["routes"][0]["kernel"] == "candidate"
+
+
+def test_guard_findings_show_the_source_lines(as_charlie, alice):
+    run = builders.make_run(alice)
+    candidate = builders.evaluated(run, builders.guard_report(line=7))
+    page = as_charlie.get(reverse("candidate", args=[candidate.pk])).content.decode()
+    assert "side_stream" in page and 'class="hit"' in page and "@triton.jit" in page
+
+
+def test_the_e2e_grid_and_logs_are_shown(as_charlie, family):
+    _, _, child = family
+    page = as_charlie.get(reverse("candidate", args=[child.pk])).content.decode()
+    assert 'data-testid="e2e-grid"' in page and "+3.0%" in page and "benchmark done" in page
+
+
+def test_the_promote_dialog_is_prefilled_from_range_analysis(as_dana, family):
+    _, parent, _ = family
+    response = as_dana.get(reverse("candidate", args=[parent.pk]))
+    assert response.context["promote_form"].initial["routes"].splitlines()[0].endswith("candidate")
+
+
+def promote_post(password, routes="0 100000 candidate\n100000 inf default"):
+    return {"routes": routes, "note": "wins below 100K", "password": password}
+
+
+@pytest.mark.parametrize("who, allowed", [("owner", False), ("reviewer", False), ("stranger", False),
+                                          ("deployer", True)])
+def test_only_a_deployer_promotes(people, as_dana, family, who, allowed):
+    _, parent, _ = family
+    client = as_dana if who == "deployer" else people[who]
+    name = {"owner": "alice", "reviewer": "bob", "stranger": "charlie", "deployer": "dana"}[who]
+    response = client.post(reverse("candidate_promote", args=[parent.pk]), promote_post(f"{name}-password-1"))
+    if allowed:
+        config = ServingConfig.objects.get()
+        assert response.status_code == 302
+        assert response["Location"] == reverse("deployment", args=[config.target.name, config.hardware])
+        assert config.routes[0]["hi"] == 100000 and config.routes[1]["kernel"] == "default"
+    else:
+        assert response.status_code == 403 and not ServingConfig.objects.exists()
+
+
+def test_promote_rechecks_the_password(as_dana, family):
+    _, parent, _ = family
+    response = as_dana.post(reverse("candidate_promote", args=[parent.pk]), promote_post("wrong"))
+    assert response.status_code == 400 and b'data-testid="error-password"' in response.content
+    assert b"data-open-on-load" in response.content
+    assert not ServingConfig.objects.exists()
+
+
+def test_promote_shows_bad_routes_next_to_the_field(as_dana, family):
+    _, parent, _ = family
+    response = as_dana.post(reverse("candidate_promote", args=[parent.pk]),
+                            promote_post("dana-password-1", routes="0 100 candidate\n50 200 candidate"))
+    assert response.status_code == 400 and b'data-testid="error-routes"' in response.content
+    assert b"overlap" in response.content
+
+
+def test_promoting_a_candidate_that_is_not_kept_is_refused_with_the_reason(as_dana, family):
+    _, _, child = family
+    response = as_dana.post(reverse("candidate_promote", args=[child.pk]), promote_post("dana-password-1"))
+    assert response.status_code == 400 and b"only a kept candidate" in response.content

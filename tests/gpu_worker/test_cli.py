@@ -1,0 +1,44 @@
+"""`python -m gpu_worker` end to end, in a subprocess."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_targets_lists_every_target_with_axes_and_dsls():
+    out = subprocess.run([sys.executable, "-m", "gpu_worker", "targets", "--json"], cwd=ROOT, check=True,
+                         capture_output=True, text=True, timeout=120).stdout
+    rows = {t["name"]: t for t in json.loads(out)}
+    assert set(rows) == {"dsa_topk", "dsa_indexer_topk", "add_rmsnorm"}
+    assert rows["dsa_topk"]["axes"] == {"n_ctx": [4096, 262144], "rows": [1, 128]}
+
+
+@pytest.mark.slow
+def test_evaluate_writes_a_report_and_prints_a_line_per_stage(tmp_path):
+    out = tmp_path / "report.json"
+    seed = ROOT / "gpu_worker/candidates/dsa_topk/seed.py"
+    proc = subprocess.run([sys.executable, "-m", "gpu_worker", "evaluate", "--target", "dsa_topk", "--candidate",
+                           str(seed), "--profile", "smoke", "--out", str(out)], cwd=ROOT, capture_output=True,
+                          text=True, timeout=400)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(out.read_text())
+    assert report["verdict"]["status"] == "pass"
+    for stage in ("guard", "verify"):
+        assert f"[{stage}] running" in proc.stderr and f"[{stage}] pass" in proc.stderr
+    assert "[benchmark]" not in proc.stderr or "unavailable" in proc.stderr
+    assert "dsa_topk [cpu, smoke]: pass" in proc.stderr
+
+
+def test_evaluate_exits_nonzero_on_a_guard_failure(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text("import os\ndef forward(logits, lengths, k):\n    return os.environ\n")
+    proc = subprocess.run([sys.executable, "-m", "gpu_worker", "evaluate", "--target", "dsa_topk", "--candidate",
+                           str(bad), "--out", str(tmp_path / "r.json")], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 1
+    assert "guard:env" in json.loads((tmp_path / "r.json").read_text())["verdict"]["reasons"]

@@ -1,0 +1,121 @@
+"""The child runs isolated; a runaway or crashing candidate ends in a finding, never in a dead worker."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from gpu_worker.pipeline import evaluate
+from gpu_worker.pipeline.sandbox import host_protections, run_child
+
+ROOT = Path(__file__).resolve().parents[2]
+HONEST = ROOT / "tests/redteam/candidates/honest_topk_bisect.py"
+
+
+def _cfg(path, **extra):
+    return {"target": "dsa_topk", "device": "cpu", "mode": "verify", "profile": "smoke", "dsl": "triton",
+            "kernels": ["_select_kernel"], "candidate_path": str(path), "shapes": [], **extra}
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie is dead
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.slow
+def test_a_hung_candidate_is_killed_with_its_whole_process_group(tmp_path):
+    # run_child does not run the guard, so this candidate may fork: the grandchild must die too
+    (tmp_path / "work").mkdir()
+    cand = tmp_path / "work" / "hang.py"
+    cand.write_text("import os, sys, time\npid = os.fork()\nif pid == 0:\n    time.sleep(600)\n"
+                    "print('GRANDCHILD', pid, flush=True)\nwhile True:\n    pass\n")
+    t0 = time.monotonic()
+    run = run_child(_cfg(cand), secret="1", timeout_s=20, scratch=tmp_path, device="cpu")
+    assert run.timed_out and time.monotonic() - t0 < 60
+    grandchild = int(run.log_tail.split("GRANDCHILD")[1].split()[0])
+    deadline = time.monotonic() + 10
+    while _alive(grandchild) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(grandchild)
+
+
+@pytest.mark.slow
+def test_a_candidate_that_kills_its_process_leaves_a_crash_finding(tmp_path):
+    (tmp_path / "work").mkdir()
+    cand = tmp_path / "work" / "crash.py"
+    cand.write_text("import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n")
+    run = run_child(_cfg(cand), secret="1", timeout_s=60, scratch=tmp_path, device="cpu")
+    assert run.returncode == -11 and not run.timed_out
+    assert [m["type"] for m in run.messages] == ["hello"]
+
+
+@pytest.mark.slow
+def test_the_child_gets_an_explicit_environment_and_the_isolation_is_recorded(tmp_path, monkeypatch):
+    monkeypatch.setenv("ARK_SECRET_OF_THE_WORKER", "do-not-leak")
+    (tmp_path / "work").mkdir()
+    cand = tmp_path / "work" / "env.py"
+    cand.write_text("import os, json\nprint('ENV', json.dumps(sorted(os.environ)), 'UID', os.getuid(), flush=True)\n"
+                    "def forward(*a):\n    pass\n")
+    run = run_child(_cfg(cand), secret="1", timeout_s=60, scratch=tmp_path, device="cpu")
+    env = json.loads(run.log_tail.split("ENV ")[1].split(" UID")[0])
+    assert "ARK_SECRET_OF_THE_WORKER" not in env and "TRITON_INTERPRET" in env
+    prot = host_protections()
+    assert run.protections["network_namespace"] == prot["netns"]
+    if prot["uid_drop"]:
+        assert int(run.log_tail.split("UID ")[1].split()[0]) == 65534
+    hello = run.messages[0]
+    assert hello["type"] == "hello" and hello["limits"]["RLIMIT_CORE"] == 0
+
+
+@pytest.mark.slow
+def test_evaluate_reports_an_import_error_and_a_missing_forward_as_findings():
+    src = HONEST.read_text()
+    report = evaluate({"candidate_id": "x", "target": "dsa_topk", "profile": "smoke",
+                       "source": src.replace("PARAMS = {", "raise RuntimeError('boom')\nPARAMS = {")})
+    assert report["verdict"]["status"] == "fail"
+    assert "verify:import_error" in report["verdict"]["reasons"]
+    assert "boom" in report["stages"]["verify"]["findings"][0]["message"]
+
+
+@pytest.mark.slow
+def test_an_honest_candidate_passes_and_the_report_has_the_contract_fields():
+    report = evaluate({"candidate_id": "c1", "attempt": 2, "target": "dsa_topk", "profile": "smoke",
+                       "source": HONEST.read_text(), "seed": 1234})
+    assert report["schema"] == "ark.report/1"
+    assert (report["candidate_id"], report["attempt"], report["target_version"]) == ("c1", 2, 1)
+    assert report["mode"] == "cpu" and report["hardware"]["kind"] == "cpu"
+    assert report["verdict"] == {"status": "pass", "complete": False, "reasons": ["benchmark:unavailable"]}
+    verify = report["stages"]["verify"]
+    assert verify["status"] == "pass" and all(s["pass"] for s in verify["shapes"])
+    assert any(s["shape"]["n_ctx"] < 2048 for s in verify["shapes"])  # pads exercised
+    assert report["stages"]["benchmark"] == {"status": "unavailable", "reason": "timings need a GPU worker",
+                                             "findings": [], "seconds": 0.0}
+    assert report["stages"]["e2e"]["status"] == "skipped"
+    assert report["isolation"]["spawned"] and report["isolation"]["explicit_env"]
+    json.dumps(report, allow_nan=False)
+
+
+def test_a_bad_target_name_is_an_error_report_not_an_exception():
+    report = evaluate({"candidate_id": "x", "target": "nope", "source": ""})
+    assert report["verdict"]["status"] == "error" and report["verdict"]["reasons"] == ["spec:unknown_target"]
+
+
+def test_the_guard_stops_a_candidate_before_any_child_runs():
+    report = evaluate({"candidate_id": "x", "target": "dsa_topk", "source": "def forward(:\n"})
+    assert report["verdict"] == {"status": "fail", "complete": False, "reasons": ["guard:syntax"]}
+    assert report["stages"]["verify"]["status"] == "skipped"
+
+
+def test_gpu_worker_pipeline_imports_without_django():
+    code = "import sys; sys.modules['django'] = None; import gpu_worker.pipeline, gpu_worker.targets, gpu_worker.cli"
+    subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, timeout=120)

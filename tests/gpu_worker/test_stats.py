@@ -1,0 +1,38 @@
+"""Bootstrap intervals and rooflines from raw times (no GPU needed: they are numbers)."""
+
+import numpy as np
+
+from gpu_worker.pipeline import stats
+
+
+def test_ratio_of_medians_interval_covers_the_true_ratio_and_excludes_one_when_clearly_faster():
+    rng = np.random.default_rng(7)
+    inc = 100 + rng.normal(0, 2, 50)
+    cand = 80 + rng.normal(0, 2, 50)
+    r = stats.paired_ratio(cand.tolist(), inc.tolist())
+    lo, hi = r["ci95"]
+    assert lo <= 0.8 <= hi and hi < 0.9
+    same = stats.paired_ratio(inc.tolist(), (100 + rng.normal(0, 2, 50)).tolist())
+    assert same["ci95"][0] < 1.0 < same["ci95"][1]
+
+
+def test_roofline_uses_the_measured_h200_ceilings():
+    ceil = stats.ceilings_for("h200")
+    r = stats.roofline(4_250_000, 0, 2.0, ceil)  # 4.25 MB at 4.25 TB/s = 1 us floor
+    assert abs(r["floor_us"] - 1.0) < 1e-9 and abs(r["floor_fraction"] - 0.5) < 1e-9 and r["bound"] == "memory"
+    assert abs(r["gb_per_s"] - 2125.0) < 1e-6
+    c = stats.roofline(1000, 700e6, 2.0, ceil)
+    assert c["bound"] == "compute" and abs(c["floor_us"] - 1.0) < 1e-9
+    assert stats.roofline(1000, 0, 1.0, stats.ceilings_for("b300"))["floor_fraction"] is None
+
+
+def test_geomean_speedup_is_incumbent_over_candidate():
+    rng = np.random.default_rng(0)
+    samples, ratios = [], []
+    for true in (0.5, 2.0):
+        inc = 100 + rng.normal(0, 1, 40)
+        r = stats.paired_ratio((inc * true).tolist(), inc.tolist())
+        samples.append(r["samples"])
+        ratios.append(r["ratio"])
+    s = stats.summarize_shapes(samples, ratios, [0.5, 0.5])
+    assert abs(s["geomean_speedup"] - 1.0) < 1e-6 and s["geomean_ci95"][0] <= 1.0 <= s["geomean_ci95"][1]
