@@ -15,20 +15,25 @@ elapsed() { echo $(( $(date +%s) - START )); }
 { nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.draw,clocks_throttle_reasons.active --format=csv || true; } > "$OUT/logs/nvidia-smi-before.csv" 2>&1
 "$PY" -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, torch.cuda.get_device_name(0))" | tee "$OUT/logs/versions.txt"
 
-for target in dsa_topk add_rmsnorm dsa_indexer_topk; do
-  for cand in gpu_worker/candidates/$target/seed*.py gpu_worker/candidates/$target/best*.py; do
+# CANDIDATES="dsa_topk/best add_rmsnorm/seed ..." limits the run to those files (a short lease).
+if [ -n "${CANDIDATES:-}" ]; then
+  files=$(for c in $CANDIDATES; do echo "gpu_worker/candidates/$c.py"; done)
+else
+  files=$(ls gpu_worker/candidates/{dsa_topk,add_rmsnorm,dsa_indexer_topk}/{seed,best}*.py 2>/dev/null)
+fi
+for cand in $files; do
     [ -f "$cand" ] || continue
+    target=$(basename "$(dirname "$cand")")
     if [ "$(elapsed)" -gt "$BUDGET_S" ]; then echo "skip $cand: over budget" | tee -a "$OUT/logs/skipped.txt"; continue; fi
     kernel=$(basename "$cand" .py)
     cmd="$PY -m gpu_worker evaluate --target $target --candidate $cand --profile full --out $OUT/reports/${target}__${kernel}.json"
     echo "$cmd" > "$OUT/reports/${target}__${kernel}.cmd"
     echo "== $(elapsed)s: $cmd"
-    timeout 200 $cmd 2> "$OUT/logs/${target}__${kernel}.log" >/dev/null
+    timeout "${EVAL_TIMEOUT_S:-200}" $cmd 2> "$OUT/logs/${target}__${kernel}.log" >/dev/null
     tail -n 25 "$OUT/logs/${target}__${kernel}.log"
-  done
 done
 
-left=$(( 520 - $(elapsed) ))
+left=$(( ${TOTAL_S:-520} - $(elapsed) ))
 if [ "$left" -gt 60 ]; then
   echo "== $(elapsed)s: red team on the GPU (budget $((left - 30))s)"
   timeout "$left" "$PY" bench/redteam_gpu.py "$OUT/redteam_gpu.json" --budget-s $((left - 30)) 2>&1 | tee "$OUT/logs/redteam.log"

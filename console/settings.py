@@ -112,6 +112,16 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
 ]
+CACHES = {
+    "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+    # shared by every web process: login failure counters (console/ratelimit.py)
+    "ratelimit": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL,
+                  "KEY_PREFIX": env("ARK_CACHE_PREFIX", default="ark")},
+}
+ARK_LOGIN_RATE_CACHE = "ratelimit"
+ARK_LOGIN_MAX_FAILURES = env.int("ARK_LOGIN_MAX_FAILURES", default=5)
+ARK_LOGIN_LOCKOUT_S = env.float("ARK_LOGIN_LOCKOUT_S", default=900.0)
+
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "dashboard"
 LOGOUT_REDIRECT_URL = "login"
@@ -154,4 +164,6 @@ if PRODUCTION:
 CELERY_BEAT_SCHEDULE = {
     # Publishes outbox rows whose after-commit publish was lost (crash, broker down).
     "relay-outbox": {"task": "loop.relay_outbox", "schedule": 10.0},
+    # Re-queues candidates whose worker died (expired leases) and advances running runs (loop/services/reaper.py).
+    "reap": {"task": "loop.reap", "schedule": env.float("ARK_REAP_INTERVAL_S", default=15.0)},
 }

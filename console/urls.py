@@ -2,10 +2,11 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
+from console.ratelimit import RateLimitedLoginView
 from console.views import audit, dashboard, deployments, runs, skills, theses
 
 urlpatterns = [
-    path("login/", auth_views.LoginView.as_view(), name="login"),
+    path("login/", RateLimitedLoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("healthz", dashboard.healthz, name="healthz"),
     path("", dashboard.dashboard, name="dashboard"),

@@ -70,6 +70,25 @@ def _cmd_evaluate(args) -> int:
     return 0 if report.get("verdict", {}).get("status") == "pass" else 1
 
 
+def _cmd_worker(args) -> int:
+    """A GPU worker for one GPU: Celery, solo pool (CUDA cannot be used in a forked child)."""
+    import os
+
+    from .hardware import fingerprint
+    from .queues import gpu_queue
+
+    hardware = args.hardware or os.environ.get("ARK_HARDWARE") or fingerprint()["kind"]
+    os.environ["ARK_HARDWARE"] = hardware
+    if hardware == "cpu":
+        os.environ.setdefault("TRITON_INTERPRET", "1")
+        os.environ.setdefault("CUTE_DSL_ARCH", "sm_90a")
+    from .celery_app import app
+
+    app.worker_main(["worker", "-Q", gpu_queue(hardware), "--pool=solo", "--loglevel=INFO",
+                     "-n", args.name or f"gpu-{hardware}@%h"])
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m gpu_worker", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -85,6 +104,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, help="fixed secret seed (reproduce a report); default: random")
     p.add_argument("--candidate-id")
     p.set_defaults(func=_cmd_evaluate)
+    p = sub.add_parser("worker", help="consume gpu.<hardware> as a Celery worker (one per GPU)")
+    p.add_argument("--hardware", help="hardware kind, e.g. h200 (default: ARK_HARDWARE, else detected, else cpu)")
+    p.add_argument("--name", help="Celery node name (default gpu-<hardware>@host)")
+    p.set_defaults(func=_cmd_worker)
     return parser
 
 

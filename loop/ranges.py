@@ -5,8 +5,11 @@ default kernel.
 Input is per-shape benchmark results and per-grid-point e2e results with their intervals, as in a
 report (`ark.report/1`). A value of the axis is:
   win  - every benchmark shape there has its ratio interval's upper bound below 1 - delta
-         (delta = max(threshold, 2 x A/A spread), REFERENCE.md §4) and no e2e point there is worse;
-  lose - some shape there is slower (ratio >= 1) or an e2e point there is worse than noise;
+         (delta = max(threshold, 2 x A/A spread), REFERENCE.md §4), or the e2e grid measured a
+         win there, and nothing there loses;
+  lose - some shape there is slower (ratio >= 1), or an e2e point there is worse than noise, or
+         (a value the e2e grid did not measure) the e2e grid lost at its largest context below it
+         with nothing measured above, or at both neighbouring contexts;
   tie  - anything else (within noise).
 A route boundary between a winning value a and a non-winning neighbour b sits at the crossover:
 where the ratio, interpolated linearly in log(axis), crosses 1; clamped so that b itself is never
@@ -18,7 +21,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from loop.policy import RunPolicy, _interval, _number, e2e_regressions
+from loop.policy import RunPolicy, _interval, _number, e2e_regressions, finite
 
 WIN, LOSE, TIE = "win", "lose", "tie"
 DEFAULT = "default"
@@ -89,11 +92,38 @@ def analyze(report: dict, *, axis: str, policy: RunPolicy | None = None, baselin
         by_value.setdefault(value, []).append((status, ratio, ci, "benchmark"))
 
     e2e_key = E2E_AXIS_OF.get(axis, axis)
-    points = (stages.get("e2e") or {}).get("points") or []
-    for point in e2e_regressions([p for p in points if isinstance(p, dict) and p.get(e2e_key) is not None]):
-        ratio = point.get("ratio")
-        ci = tuple(point["ci95"]) if point.get("ci95") else None
-        by_value.setdefault(int(point[e2e_key]), []).append((LOSE, ratio, ci, "e2e"))
+    points = [p for p in (stages.get("e2e") or {}).get("points") or [] if isinstance(p, dict) and p.get(e2e_key) is not None]
+    losses = {id(p) for p in e2e_regressions(points)}
+    e2e_status: dict[int, str] = {}
+    for point in points:
+        value = int(point[e2e_key])
+        tokens = finite(point.get("ratio"))
+        ci = point.get("ci95") if isinstance(point.get("ci95"), (list, tuple)) and len(point["ci95"]) == 2 else None
+        # e2e ratios are tokens/s (higher is better): as time ratios they are inverted
+        ratio = 1.0 / tokens if tokens else None
+        ci_time = (1.0 / ci[1], 1.0 / ci[0]) if ci and all(finite(c) and c > 0 for c in ci) else None
+        noise = abs(finite(point.get("noise")) or 0.0)
+        if id(point) in losses:
+            status = LOSE
+        elif str(point.get("verdict") or "").lower() == "win" or (ci and finite(ci[0]) and ci[0] > 1.0 + noise):
+            status = WIN
+        else:
+            continue  # a tie end to end neither confirms nor vetoes the kernel's own result
+        by_value.setdefault(value, []).append((status, ratio, ci_time, "e2e"))
+        e2e_status[value] = LOSE if LOSE in (status, e2e_status.get(value)) else status
+    if e2e_status:
+        # A kernel-only value the e2e grid did not reach is not trusted past an e2e loss: above the
+        # grid it takes the largest context's loss; inside it, a loss on both sides.
+        measured = sorted(e2e_status)
+        for value, entries in by_value.items():
+            if any(e[3] == "e2e" for e in entries):
+                continue
+            below = [c for c in measured if c < value]
+            above = [c for c in measured if c > value]
+            if below and not above and e2e_status[below[-1]] == LOSE:
+                entries.append((LOSE, None, None, f"e2e@{below[-1]}"))
+            elif below and above and e2e_status[below[-1]] == LOSE and e2e_status[above[0]] == LOSE:
+                entries.append((LOSE, None, None, f"e2e@{below[-1]}-{above[0]}"))
     return analyze_points(axis, by_value)
 
 
@@ -106,8 +136,8 @@ def analyze_points(axis: str, by_value: dict[int, list]) -> RangeAnalysis:
         entries = by_value[value]
         statuses = {e[0] for e in entries}
         status = LOSE if LOSE in statuses else (TIE if TIE in statuses else WIN)
-        bench = [e for e in entries if e[3] == "benchmark" and e[1] is not None]
-        worst = max(bench, key=lambda e: e[1]) if bench else max(entries, key=lambda e: e[1] or 0)
+        # the worst time ratio of any source stands for the value (interpolated at crossovers)
+        worst = max(entries, key=lambda e: -1.0 if e[1] is None else e[1])
         points.append(AxisPoint(value, status, worst[1], tuple(worst[2]) if worst[2] else None,
                                 tuple(sorted({e[3] for e in entries}))))
 

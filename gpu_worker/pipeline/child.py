@@ -51,11 +51,65 @@ def _die_with_parent(parent: int) -> bool:
     return ok
 
 
+# Landlock (linux/landlock.h): filesystem rights that change something; reads and execution stay open
+_LL_WRITE = sum(1 << bit for bit in (1, 4, 5, 6, 7, 8, 9, 10, 11, 12))  # write_file, remove_*, make_*
+_LL_REFER, _LL_TRUNCATE = 1 << 13, 1 << 14  # ABI 2, ABI 3
+_LL_NET_TCP = 0b11  # bind, connect (ABI 4)
+_LL_SCOPE_SIGNAL = 1 << 1  # ABI 6
+_SYS_CREATE_RULESET, _SYS_ADD_RULE, _SYS_RESTRICT_SELF = 444, 445, 446  # the same on every architecture
+
+
+def _landlock(writable: list[str]) -> dict:
+    """Confine this process and its descendants: writes only beneath `writable`, no TCP, signals and
+    ptrace-style access (/proc/<pid>/environ, process_vm_readv) only inside the sandbox. Best effort:
+    what applied is returned and lands in the report; a kernel without Landlock leaves it off."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    abi = libc.syscall(_SYS_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(1))
+    if abi < 1:
+        return {"applied": False, "why": f"Landlock unavailable (errno {ctypes.get_errno()})"}
+    fs = _LL_WRITE | (_LL_REFER if abi >= 2 else 0) | (_LL_TRUNCATE if abi >= 3 else 0)
+
+    class RulesetAttr(ctypes.Structure):
+        _fields_ = [("fs", ctypes.c_uint64), ("net", ctypes.c_uint64), ("scoped", ctypes.c_uint64)]
+
+    class PathBeneath(ctypes.Structure):
+        _pack_ = 1
+        _fields_ = [("allowed", ctypes.c_uint64), ("fd", ctypes.c_int32)]
+
+    attr = RulesetAttr(fs, _LL_NET_TCP if abi >= 4 else 0, _LL_SCOPE_SIGNAL if abi >= 6 else 0)
+    size = 24 if abi >= 6 else 16 if abi >= 4 else 8
+    ruleset = libc.syscall(_SYS_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0))
+    if ruleset < 0:
+        return {"applied": False, "why": f"landlock_create_ruleset failed (errno {ctypes.get_errno()})"}
+    try:
+        for path in writable:
+            fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+            try:
+                rule = PathBeneath(fs, fd)
+                if libc.syscall(_SYS_ADD_RULE, ctypes.c_int(ruleset), ctypes.c_int(1), ctypes.byref(rule),
+                                ctypes.c_uint32(0)):
+                    return {"applied": False, "why": f"landlock_add_rule {path} (errno {ctypes.get_errno()})"}
+            finally:
+                os.close(fd)
+        if libc.prctl(38, 1, 0, 0, 0) or libc.syscall(_SYS_RESTRICT_SELF, ctypes.c_int(ruleset), ctypes.c_uint32(0)):
+            return {"applied": False, "why": f"landlock_restrict_self failed (errno {ctypes.get_errno()})"}
+    finally:
+        os.close(ruleset)
+    return {"applied": True, "abi": abi, "writable": writable, "tcp": abi >= 4, "signals_scoped": abi >= 6,
+            "ptrace_scoped": True}
+
+
 def main() -> None:
     cfg = json.loads(sys.argv[1])
     parent = os.getppid()
     limits = _apply_limits(cfg)
     limits["die_with_parent"] = _die_with_parent(parent)
+    if cfg.get("scratch"):
+        # /dev: GPU device files and /dev/shm; /proc/self: CUDA init writes there (REFERENCE.md §6)
+        limits["landlock"] = _landlock([cfg["scratch"], "/dev", os.path.realpath("/proc/self")])
     from .protocol import Writer
     out = Writer(cfg["result_fd"])
     out.send(type="hello", pid=os.getpid(), uid=os.getuid(), limits=limits)

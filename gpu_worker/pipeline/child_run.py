@@ -27,7 +27,7 @@ ALLOWED_OPS = {
 EMPTY_OPS = {"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided"}
 INT_POISON = (0x7F7F7F7F, -0x12345679)  # both invalid as indices, and not the pad value -1
 ALLOWED_KERNEL_WORDS = ("FillFunctor", "fill", "Memset", "memset", "Memcpy", "memcpy", "copy_kernel",
-                        "direct_copy")
+                        "direct_copy", "arange")
 
 
 def poison_fill(t: torch.Tensor, variant: int) -> None:
@@ -213,6 +213,9 @@ class Candidate:
                                   if e.device_type == torch.autograd.DeviceType.CUDA})
             except Exception:
                 kernels = None
+            # the poison fill of every output launches a kernel: an empty trace means no CUPTI access
+            # (e.g. profiling restricted to admin users), not evidence of absence
+            kernels = kernels or None
         return {"result": result, "launches": list(self.log.names), "ops": dict(rec.ops), "kernels": kernels,
                 "threads": self.active_threads() - threads_before, "cute_compiles": self.log.cute_compiles}
 
@@ -321,7 +324,10 @@ def verify(cfg, out, target, cand: Candidate, seed: int, perf) -> None:
         except Exception as e:
             msg["status"] = "error"
             text = traceback.format_exc()[-3000:]
-            code = "verify:cuda_error" if "CUDA error" in str(e) or "illegal memory" in str(e) else "verify:exception"
+            text_e = str(e)
+            code = ("verify:cuda_error" if "CUDA error" in text_e or "illegal memory" in text_e else
+                    "verify:oom" if "can't allocate memory" in text_e or "out of memory" in text_e.lower() else
+                    "verify:exception")
             findings.append({"code": code, "message": text})
         msg["seconds"] = perf() - t0
         out.send(**msg)

@@ -122,6 +122,7 @@ def _evaluate(spec: dict, report: dict, stages: _Stages) -> None:
         return
 
     scratch_root = Path(tempfile.mkdtemp(prefix="ark-eval-"))
+    os.chmod(scratch_root, 0o711)  # a child running as nobody must traverse it (its own dirs are inside)
     try:
         verify_entry = _verify(spec, report, stages, target, source, info, device, effective, seed, scratch_root)
         if mode == "cpu":
@@ -191,7 +192,7 @@ def _verify(spec, report, stages, target, source, info, device, profile, seed, s
             per_shape.append(entry)
             continue
         shape_findings = list(m.get("findings", []))
-        entry.update(seconds=m.get("seconds"), launches=m.get("launches"), kernels=m.get("kernels"))
+        entry.update(seconds=m.get("seconds"), launches=m.get("launches"), kernels=m.get("kernels"), ops=m.get("ops"))
         if m.get("status") == "compile_only":
             compile_only = True
             entry.update(pass_=None, message="compile-only (CuTe DSL on a CPU host): numerics not checked")
@@ -325,7 +326,9 @@ def _e2e(report: dict, target, ctx: dict | None, stages: "_Stages") -> None:
     path = _write_source(scratch, "candidate.py", ctx["source"])
     inc = ctx["spec"].get("incumbent_source")
     inc_path = _write_source(scratch, "incumbent.py", inc) if inc else None
-    cfg = _child_cfg(target, ctx["info"], "cuda", "e2e", [], ctx["profile"], path, inc_path)
+    # the e2e harness keys its grids by hardware kind ("h200"), not by smoke/full
+    kind = (report.get("hardware") or {}).get("kind") or "h200"
+    cfg = _child_cfg(target, ctx["info"], "cuda", "e2e", [], kind, path, inc_path)
     run = run_child(cfg, secret=str(ctx["seed"]), timeout_s=E2E_TIMEOUT_S, scratch=scratch, device="cuda")
     msg = next((m for m in run.messages if m.get("type") == "e2e"), None)
     if msg is None:

@@ -71,6 +71,7 @@ def make_scratch(base: Path, uid: int | None) -> dict[str, Path]:
     dirs = {name: base / name for name in ("work", "home", "tmp", "triton", "outputs")}
     for d in dirs.values():
         d.mkdir(parents=True, exist_ok=True)
+        os.chmod(d, 0o755)
         if uid is not None:
             os.chown(d, uid, uid)
     os.chmod(base, 0o711)
@@ -96,7 +97,7 @@ def run_child(cfg: dict, *, secret: str, timeout_s: float, scratch: Path, device
     uid = NOBODY if prot["uid_drop"] else None
     dirs = make_scratch(scratch, uid)
     read_fd, write_fd = os.pipe()
-    cfg = dict(cfg, result_fd=write_fd, outputs_dir=str(dirs["outputs"]),
+    cfg = dict(cfg, result_fd=write_fd, outputs_dir=str(dirs["outputs"]), scratch=str(scratch),
                rlimits=child_rlimits(device, timeout_s), uid=uid, gid=uid)
     argv = [sys.executable, "-s", "-B", "-m", "gpu_worker.pipeline.child", json.dumps(cfg)]
     if prot["netns"]:
@@ -169,6 +170,8 @@ def run_child(cfg: dict, *, secret: str, timeout_s: float, scratch: Path, device
             pass
     run.returncode = proc.returncode
     run.wall_s = time.monotonic() - t0
+    hello = run.messages[0] if run.messages and run.messages[0].get("type") == "hello" else {}
+    run.protections["landlock"] = (hello.get("limits") or {}).get("landlock")  # sent before any candidate code
     try:
         run.log_tail = log_path.read_bytes()[-4000:].decode("utf-8", "replace")
     except OSError:

@@ -43,8 +43,10 @@ def _files(path: Path) -> list[Path]:
 def _device_of(report: dict, records: list[dict]) -> tuple[str, str]:
     hardware = report.get("hardware") if isinstance(report.get("hardware"), dict) else {}
     gpu = hardware.get("gpu") or next((r.get("gpu") for r in records if r.get("gpu")), "") or "unknown GPU"
+    e2e = (report.get("stages") or {}).get("e2e") if isinstance(report.get("stages"), dict) else None
     date = str(report.get("date") or report.get("created") or hardware.get("date")
-               or next((r.get("date") for r in records if r.get("date")), "") or "")
+               or next((r.get("date") for r in records if r.get("date")), "")
+               or (e2e.get("date") if isinstance(e2e, dict) else "") or "")
     return str(gpu), date
 
 

@@ -34,8 +34,21 @@ def test_compose_has_the_services_of_a_multi_host_deployment():
     devices = services["gpu"]["deploy"]["resources"]["reservations"]["devices"]
     assert devices[0]["capabilities"] == ["gpu"]
     assert "ARK_HARDWARE" in services["gpu"]["environment"]
-    assert "gpu.${ARK_HARDWARE" in services["gpu"]["command"]
-    assert "--pool=solo" in services["gpu"]["command"]
+    assert services["gpu"]["command"] == "python -m gpu_worker worker --hardware ${ARK_HARDWARE:-h200}"
+
+
+def test_the_gpu_worker_command_consumes_its_hardware_queue_with_a_solo_pool(monkeypatch):
+    from celery import Celery
+
+    from gpu_worker import cli
+
+    seen = []
+    monkeypatch.setattr(Celery, "worker_main", lambda self, argv: seen.append(argv))
+    monkeypatch.delenv("ARK_HARDWARE", raising=False)
+    assert cli.main(["worker", "--hardware", "h200"]) == 0
+    argv = seen[0]
+    assert argv[argv.index("-Q") + 1] == "gpu.h200"
+    assert "--pool=solo" in argv
 
 
 def test_every_compose_and_procfile_command_starts_a_module_that_exists():

@@ -115,3 +115,30 @@ def test_a_kernel_that_replays_a_cached_answer_fails_the_post_timing_check(fake_
 def test_claiming_more_gpu_time_than_the_wall_clock_is_a_finding(fake_cuda):
     findings, *_ = bench_results(_run(), RMS, ceilings_for("h200"), wall_s=1e-6)
     assert "bench:timing_mismatch" in {f["code"] for f in findings}
+
+
+def test_collect_reports_turns_a_report_into_records_and_a_table(fake_cuda, tmp_path):
+    import importlib.util
+    import json
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location("collect_reports",
+                                                  Path(__file__).resolve().parents[2] / "bench/collect_reports.py")
+    collect = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(collect)
+    findings, shapes, summary, _ = bench_results(_run(), RMS, ceilings_for("h200"), wall_s=1e9)
+    report = {"target": "add_rmsnorm", "hardware": {"gpu": "NVIDIA H200"}, "wall_s": 12.5, "summary": summary,
+              "verdict": {"status": "pass", "reasons": []},
+              "stages": {"verify": {"status": "pass"}, "benchmark": {"status": "pass", "shapes": shapes}}}
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    (reports / "add_rmsnorm__seed.json").write_text(json.dumps(report))
+    (reports / "add_rmsnorm__seed.cmd").write_text("python -m gpu_worker evaluate ...")
+    assert collect.main([str(reports), str(tmp_path / "out")]) == 0
+    records = json.loads((tmp_path / "out/latest.json").read_text())
+    assert {r["kernel"] for r in records} == {"seed", "default"} and len(records) == 2 * len(SHAPES)
+    r = records[0]
+    assert set(r) >= {"target", "shape", "kernel", "median_us", "ci95_us", "floor_fraction", "gpu", "date", "command"}
+    assert r["shape"] == {"tokens": 4, "hidden": 2048} and r["gpu"] == "NVIDIA H200"
+    assert r["ci95_us"][0] <= r["median_us"] <= r["ci95_us"][1]
+    assert "| add_rmsnorm | tokens=4, hidden=2048 | seed |" in (tmp_path / "out/latest.md").read_text()

@@ -119,3 +119,31 @@ def test_the_guard_stops_a_candidate_before_any_child_runs():
 def test_gpu_worker_pipeline_imports_without_django():
     code = "import sys; sys.modules['django'] = None; import gpu_worker.pipeline, gpu_worker.targets, gpu_worker.cli"
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, timeout=120)
+
+
+@pytest.mark.slow
+def test_the_child_dies_when_the_worker_is_killed(tmp_path):
+    (tmp_path / "work").mkdir()
+    cand = tmp_path / "work" / "hang.py"
+    cand.write_text("while True:\n    pass\n")
+    script = (
+        "import json, sys\n"
+        "from pathlib import Path\n"
+        "from gpu_worker.pipeline.sandbox import run_child\n"
+        f"cfg = {_cfg(cand)!r}\n"
+        "run_child(cfg, secret='1', timeout_s=300, scratch=Path(sys.argv[1]), device='cpu',\n"
+        "          on_message=lambda m: print('CHILD', m.get('pid'), flush=True) if m['type'] == 'hello' else None)\n")
+    worker = subprocess.Popen([sys.executable, "-c", script, str(tmp_path)], cwd=ROOT, stdout=subprocess.PIPE, text=True,
+                              env={**os.environ, "PYTHONPATH": str(ROOT)})
+    child = int(worker.stdout.readline().split()[1])
+    try:
+        assert _alive(child)
+        worker.kill()
+        worker.wait()
+        deadline = time.monotonic() + 10
+        while _alive(child) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _alive(child)
+    finally:
+        if _alive(child):
+            os.kill(child, 9)

@@ -1,6 +1,7 @@
 """Fixtures for the loop's tests: a target, a thesis, runs, live workers, and a loop worker whose
 leases and heartbeat timeout are short enough for a test to see a worker die."""
 
+import os
 import sys
 import uuid
 
@@ -61,7 +62,7 @@ def live_worker(db):
 @pytest.fixture
 def loop_worker_short_leases(transactional_db, start_process):
     """A real loop worker with a 4 s lease and a 3 s heartbeat timeout (GPU workers beat every 1 s)."""
-    proc = start_process([sys.executable, "-m", "celery", "-A", "console", "worker", "-Q", "loop",
+    proc = start_process([sys.executable, "-m", "celery", "-A", "console", "worker", "-Q", os.environ["ARK_LOOP_QUEUE"],
                           "--pool=solo", "--without-heartbeat", "--without-gossip", "--without-mingle",
                           "-n", f"loop-{uuid.uuid4().hex[:6]}@%h", "--loglevel=INFO"], name="loop-worker",
                          ARK_LEASE_S="4", ARK_HEARTBEAT_TIMEOUT_S="3")

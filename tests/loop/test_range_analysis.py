@@ -68,3 +68,19 @@ def test_ratios_against_the_default_kernel_use_its_medians():
 def test_shapes_without_the_axis_are_refused():
     with pytest.raises(ValueError):
         analyze(report(), axis="batch")
+
+
+def test_an_e2e_win_counts_where_no_benchmark_shape_was_measured():
+    shapes = [shape_result(4, 32768, 0.7), shape_result(4, 131072, 1.2)]
+    points = [e2e_point(1, 8192, 1.08, verdict="win"), e2e_point(1, 8192, 1.0, verdict="tie")]
+    analysis = analyze(report(shapes=shapes, points=points), axis="n_ctx")
+    assert [(p.value, p.status, p.sources) for p in analysis.points] == [
+        (8192, "win", ("e2e",)), (32768, "win", ("benchmark",)), (131072, "lose", ("benchmark",))]
+
+
+def test_a_kernel_only_win_above_an_e2e_loss_is_not_trusted_but_one_below_is():
+    shapes = [shape_result(4, 4096, 0.7), shape_result(4, 65536, 0.7), shape_result(4, 262144, 0.7)]
+    points = [e2e_point(32, 65536, 0.9, verdict="loss")]
+    analysis = analyze(report(shapes=shapes, points=points), axis="n_ctx")
+    assert [(p.value, p.status) for p in analysis.points] == [(4096, "win"), (65536, "lose"), (262144, "lose")]
+    assert analysis.routes[0]["kernel"] == "candidate" and analysis.routes[-1]["kernel"] == "default"

@@ -15,10 +15,10 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("file", type=Path)
         parser.add_argument("--run", type=int, required=True, help="the run's id")
-        parser.add_argument("--user", required=True, help="who submits it (needs loop.edit_thesis)")
+        parser.add_argument("--user", help="who submits it (needs loop.edit_thesis); default: the run's creator")
         parser.add_argument("--note", default="")
 
-    def handle(self, *args, file: Path, run: int, user: str, note: str, **options):
+    def handle(self, *args, file: Path, run: int, user: str | None, note: str, **options):
         try:
             source = file.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
@@ -26,7 +26,7 @@ class Command(BaseCommand):
         the_run = Run.objects.filter(pk=run).first()
         if the_run is None:
             raise CommandError(f"no run {run}")
-        actor = get_user_model().objects.filter(username=user).first()
+        actor = get_user_model().objects.filter(username=user).first() if user else the_run.created_by
         if actor is None:
             raise CommandError(f"no user {user!r}")
         try:

@@ -102,3 +102,6 @@ def test_the_management_command_submits_a_file(make_run, bob, tmp_path):
     path.write_text("def forward(:\n")
     with pytest.raises(CommandError, match="syntax error"):
         call_command("submit_candidate", str(path), run=run.pk, user="bob")
+    path.write_text(GOOD + "\n# by the run's creator\n")
+    call_command("submit_candidate", str(path), run=run.pk)
+    assert run.candidates.get(number=2).author == run.created_by

@@ -1,0 +1,411 @@
+"""Load on the console: HTTP at a steady rate plus N websocket clients on run pages, while a producer
+creates candidates and events through the real services. Everything on loopback.
+
+    python bench/console_load.py            # full form: 50 req/s for 300 s, 200 websocket clients
+    python bench/console_load.py --short    # CI form: 10 req/s for 20 s, 20 websocket clients
+
+Stack: daphne (console.asgi) and a real Celery loop worker as subprocesses, against a scratch SQLite
+database seeded through the services; Redis from REDIS_URL (default redis://127.0.0.1:6379/11).
+Measures: HTTP error rate and p50/p95/p99 latency; websocket delivery latency from the event's
+`created` (set at write, inside the committing transaction) to receipt; events each client missed on
+its socket and whether an HTTP re-read (the run's audit CSV) recovered them. Writes
+bench/results/console-load.json (or --out).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import csv
+import datetime as dt
+import io
+import json
+import os
+import platform
+import random
+import shutil
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+HOST = "127.0.0.1"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind((HOST, 0))
+        return s.getsockname()[1]
+
+
+def _pct(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    values = sorted(values)
+    return round(values[min(len(values) - 1, int(q * len(values)))], 2)
+
+
+# --- a minimal HTTP/1.1 and websocket client on asyncio streams --------------------------------------
+
+async def http_get(port: int, path: str, cookie: str, timeout_s: float = 30.0) -> tuple[int, bytes]:
+    async def go():
+        reader, writer = await asyncio.open_connection(HOST, port)
+        writer.write(f"GET {path} HTTP/1.1\r\nHost: {HOST}:{port}\r\nCookie: {cookie}\r\n"
+                     "Connection: close\r\n\r\n".encode())
+        await writer.drain()
+        data = await reader.read()
+        writer.close()
+        head, _, body = data.partition(b"\r\n\r\n")
+        status = int(head.split(b" ", 2)[1])
+        if b"transfer-encoding: chunked" in head.lower():
+            out, rest = b"", body
+            while rest:
+                size, _, rest = rest.partition(b"\r\n")
+                n = int(size, 16)
+                if n == 0:
+                    break
+                out, rest = out + rest[:n], rest[n + 2:]
+            body = out
+        return status, body
+    return await asyncio.wait_for(go(), timeout_s)
+
+
+class WebSocket:
+    def __init__(self, reader, writer):
+        self.reader, self.writer = reader, writer
+
+    @classmethod
+    async def connect(cls, port: int, path: str, *, cookie: str, origin: str) -> "WebSocket":
+        reader, writer = await asyncio.open_connection(HOST, port)
+        key = base64.b64encode(os.urandom(16)).decode()
+        writer.write((f"GET {path} HTTP/1.1\r\nHost: {HOST}:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                      f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\nOrigin: {origin}\r\n"
+                      f"Cookie: {cookie}\r\n\r\n").encode())
+        await writer.drain()
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 30)
+        if b" 101 " not in head.split(b"\r\n")[0]:
+            writer.close()
+            raise ConnectionError(head.split(b"\r\n")[0].decode())
+        return cls(reader, writer)
+
+    def _send(self, opcode: int, data: bytes) -> None:
+        mask = os.urandom(4)
+        header = bytes([0x80 | opcode, 0x80 | len(data)])  # control frames only: < 126 bytes
+        self.writer.write(header + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(data)))
+
+    async def recv(self) -> str | None:
+        """The next text message; None when the server closed."""
+        message = b""
+        while True:
+            b0, b1 = await self.reader.readexactly(2)
+            n = b1 & 0x7F
+            if n == 126:
+                n = struct.unpack("!H", await self.reader.readexactly(2))[0]
+            elif n == 127:
+                n = struct.unpack("!Q", await self.reader.readexactly(8))[0]
+            data = await self.reader.readexactly(n)
+            opcode = b0 & 0x0F
+            if opcode == 0x8:
+                return None
+            if opcode == 0x9:
+                self._send(0xA, data)
+                continue
+            if opcode in (0x0, 0x1, 0x2):
+                message += data
+                if b0 & 0x80:
+                    return message.decode()
+
+    async def close(self) -> None:
+        try:
+            self._send(0x8, struct.pack("!H", 1000))
+            await self.writer.drain()
+        except (ConnectionError, RuntimeError):
+            pass
+        self.writer.close()
+
+
+# --- the stack -----------------------------------------------------------------------------------------
+
+class Stack:
+    def __init__(self, scratch: Path, redis_url: str):
+        self.scratch = scratch
+        self.queue = f"loop.bench{os.getpid()}"
+        self.hardware = f"bench{os.getpid()}"
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+        self.env.update({"DATABASE_URL": f"sqlite:///{scratch / 'bench.sqlite3'}", "ARK_VAR_DIR": str(scratch),
+                         "REDIS_URL": redis_url, "ARK_LOOP_QUEUE": self.queue, "DJANGO_SETTINGS_MODULE":
+                         "console.settings", "PYTHONUNBUFFERED": "1", "DJANGO_DEBUG": "0",
+                         "ARK_SERVING_EXPORT_DIR": str(scratch / "serving")})
+        self.env.pop("CELERY_BROKER_URL", None)
+        self.procs: list[subprocess.Popen] = []
+        self.port = _free_port()
+
+    def setup_django(self) -> None:
+        os.environ.update({k: self.env[k] for k in ("DATABASE_URL", "ARK_VAR_DIR", "REDIS_URL", "ARK_LOOP_QUEUE",
+                                                    "DJANGO_SETTINGS_MODULE", "ARK_SERVING_EXPORT_DIR")})
+        sys.path.insert(0, str(ROOT))
+        import django
+        django.setup()
+        from django.core.management import call_command
+        call_command("migrate", verbosity=0)
+
+    def start(self, name: str, args: list[str]) -> subprocess.Popen:
+        log = open(self.scratch / f"{name}.log", "wb")
+        proc = subprocess.Popen(args, cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+        self.procs.append(proc)
+        return proc
+
+    def start_servers(self) -> None:
+        self.start("daphne", [sys.executable, "-m", "daphne", "-b", HOST, "-p", str(self.port),
+                              "console.asgi:application"])
+        self.start("loop-worker", [sys.executable, "-m", "celery", "-A", "console", "worker", "-Q", self.queue,
+                                   "--pool=solo", "--without-heartbeat", "--without-gossip", "--without-mingle",
+                                   "-n", f"bench-{uuid.uuid4().hex[:6]}@%h", "--loglevel=WARNING"])
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            try:
+                if urllib.request.urlopen(f"http://{HOST}:{self.port}/healthz", timeout=2).status == 200:
+                    return
+            except OSError:
+                time.sleep(0.3)
+        raise RuntimeError("daphne did not come up: " + (self.scratch / "daphne.log").read_text()[-2000:])
+
+    def stop(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                os.killpg(proc.pid, 15)
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, 9)
+                proc.wait()
+        try:
+            import redis
+            redis.Redis.from_url(self.env["REDIS_URL"]).delete(self.queue, f"gpu.{self.hardware}")
+        except Exception:
+            pass
+
+
+def seed(stack: Stack, runs: int) -> dict:
+    """Users, theses, runs and candidates made through the real services."""
+    from django.contrib.auth import get_user_model
+    from django.contrib.auth.models import Group
+    from django.test import Client
+
+    from loop.roles import ensure_groups
+    from tests.console import builders
+
+    ensure_groups()
+    User = get_user_model()
+    alice = User.objects.create_user(username="alice", password=uuid.uuid4().hex)
+    alice.groups.add(Group.objects.get(name="reviewer"))
+    made = []
+    for i in range(runs):
+        run = builders.make_run(alice, hardware=stack.hardware, budget_candidates=100000)
+        for j in range(3):
+            builders.evaluated(run, builders.cpu_report(), tag=f"seed{i}-{j}")
+        made.append(run)
+    client = Client()
+    client.force_login(alice)
+    cookie = f"sessionid={client.cookies['sessionid'].value}"
+    return {"runs": [r.pk for r in made], "candidates": list(made[0].candidates.values_list("pk", flat=True)),
+            "thesis": made[0].thesis_id, "cookie": cookie, "user": alice}
+
+
+def producer(runs: list[int], rate_hz: float, stop: threading.Event, counts: dict) -> None:
+    """Candidates and progress events through the services, at rate_hz, until stop."""
+    from django.db import close_old_connections
+
+    from loop.models import Run
+    from tests.console import builders
+
+    i = 0
+    next_t = time.monotonic()
+    while not stop.is_set():
+        run = Run.objects.get(pk=runs[i % len(runs)])
+        try:
+            candidate = builders.dispatch(builders.submit(run, tag=f"load{i}"))
+            builders.progress(candidate, "verify")
+            counts["candidates"] += 1
+        except Exception as e:  # recorded, not hidden: the figures say how many writes failed
+            counts["errors"] += 1
+            counts.setdefault("last_error", repr(e)[:300])
+        i += 1
+        next_t += 1 / rate_hz
+        stop.wait(max(0.0, next_t - time.monotonic()))
+    close_old_connections()
+
+
+# --- the load --------------------------------------------------------------------------------------------
+
+async def drive(stack: Stack, world: dict, *, rate: float, duration_s: float, clients: int) -> dict:
+    port, cookie = stack.port, world["cookie"]
+    origin = f"http://{HOST}:{port}"
+    paths = ["/", "/theses/", f"/theses/{world['thesis']}/", "/audit/", "/deployments/", "/skills/"]
+    paths += [f"/runs/{pk}/" for pk in world["runs"]] + [f"/candidates/{pk}/" for pk in world["candidates"]]
+
+    sockets, connect_errors = [], 0
+    received: list[dict] = [{} for _ in range(clients)]  # client -> {seq: latency_ms}
+    closed_early = [0]
+
+    async def listen(i: int, ws: WebSocket):
+        while True:
+            try:
+                text = await ws.recv()
+            except (asyncio.IncompleteReadError, ConnectionError):
+                closed_early[0] += 1
+                return
+            if text is None:
+                return
+            now = time.time()
+            msg = json.loads(text)
+            created = dt.datetime.fromisoformat(msg["created"]).timestamp()
+            received[i][msg["seq"]] = (now - created) * 1000
+
+    run_of = [world["runs"][i % len(world["runs"])] for i in range(clients)]
+    for i in range(clients):
+        try:
+            ws = await WebSocket.connect(port, f"/ws/runs/{run_of[i]}/", cookie=cookie, origin=origin)
+        except (OSError, ConnectionError, asyncio.TimeoutError):
+            connect_errors += 1
+            sockets.append(None)
+            continue
+        sockets.append(ws)
+    listeners = [asyncio.create_task(listen(i, ws)) for i, ws in enumerate(sockets) if ws is not None]
+    await asyncio.sleep(1.0)  # every group_add done before the first event
+
+    from loop.models import Event
+    baseline = await asyncio.to_thread(lambda: Event.objects.order_by("-id").values_list("id", flat=True).first() or 0)
+    stop = threading.Event()
+    counts = {"candidates": 0, "errors": 0}
+    prod = threading.Thread(target=producer, args=(world["runs"], max(1.0, rate / 10), stop, counts), daemon=True)
+    prod.start()
+
+    latencies, statuses, errors = [], {}, 0
+    sem = asyncio.Semaphore(256)
+
+    async def one(path: str):
+        nonlocal errors
+        async with sem:
+            t0 = time.perf_counter()
+            try:
+                status, _ = await http_get(port, path, cookie)
+            except (OSError, asyncio.TimeoutError, ValueError, IndexError):
+                status = "exception"
+            latencies.append((time.perf_counter() - t0) * 1000)
+            statuses[str(status)] = statuses.get(str(status), 0) + 1
+            if status != 200:
+                errors += 1
+
+    t_start = time.monotonic()
+    tasks = []
+    total = int(rate * duration_s)
+    for n in range(total):
+        delay = t_start + n / rate - time.monotonic()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        tasks.append(asyncio.create_task(one(random.choice(paths))))
+    await asyncio.gather(*tasks)
+    http_wall = time.monotonic() - t_start
+    stop.set()
+    await asyncio.to_thread(prod.join, 30)
+    await asyncio.sleep(3.0)  # in-flight pushes arrive
+
+    # ground truth: the database; recovery path: the run's audit CSV over HTTP
+    def truth():
+        from loop.models import Event
+        return {pk: set(Event.objects.filter(run_id=pk, id__gt=baseline).values_list("id", flat=True))
+                for pk in world["runs"]}
+    expected_by_run = await asyncio.to_thread(truth)
+    missed = recovered = lost = delivered = 0
+    resync_errors = 0
+    ws_latencies = []
+    csv_cache: dict[int, set] = {}
+    for i, ws in enumerate(sockets):
+        if ws is None:
+            continue
+        expected = expected_by_run[run_of[i]]
+        got = set(received[i]) & expected
+        delivered += len(got)
+        ws_latencies += [received[i][s] for s in got]
+        gap = expected - got
+        missed += len(gap)
+        if gap:
+            if run_of[i] not in csv_cache:
+                status, body = await http_get(port, f"/audit/export.csv?run={run_of[i]}", cookie, timeout_s=60)
+                if status != 200:
+                    resync_errors += 1
+                rows = list(csv.reader(io.StringIO(body.decode())))[1:] if status == 200 else []
+                csv_cache[run_of[i]] = {int(r[0]) for r in rows if r and r[0].isdigit()}
+            recovered += len(gap & csv_cache[run_of[i]])
+            lost += len(gap - csv_cache[run_of[i]])
+    for ws in sockets:
+        if ws is not None:
+            await ws.close()
+    for t in listeners:
+        t.cancel()
+    events_total = sum(len(v) for v in expected_by_run.values())
+    return {
+        "http": {"requests": len(latencies), "errors": errors, "error_rate": round(errors / max(1, len(latencies)), 5),
+                 "statuses": statuses, "p50_ms": _pct(latencies, 0.50), "p95_ms": _pct(latencies, 0.95),
+                 "p99_ms": _pct(latencies, 0.99), "max_ms": round(max(latencies), 2) if latencies else None,
+                 "achieved_rps": round(len(latencies) / http_wall, 2)},
+        "websocket": {"clients": clients, "connect_errors": connect_errors, "closed_early": closed_early[0],
+                      "events_written": events_total, "deliveries_expected": delivered + missed,
+                      "delivered": delivered, "missed_on_socket": missed, "recovered_by_http_resync": recovered,
+                      "lost": lost, "resync_errors": resync_errors,
+                      "delivery_p50_ms": _pct(ws_latencies, 0.50), "delivery_p95_ms": _pct(ws_latencies, 0.95),
+                      "delivery_p99_ms": _pct(ws_latencies, 0.99)},
+        "producer": counts,
+    }
+
+
+def main(argv=None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--short", action="store_true", help="10 req/s for 20 s, 20 websocket clients")
+    parser.add_argument("--rate", type=float)
+    parser.add_argument("--duration", type=float)
+    parser.add_argument("--clients", type=int)
+    parser.add_argument("--runs", type=int, default=4)
+    parser.add_argument("--out", default=str(ROOT / "bench/results/console-load.json"))
+    args = parser.parse_args(argv)
+    mode = "short" if args.short else "full"
+    rate = args.rate or (10.0 if args.short else 50.0)
+    duration = args.duration or (20.0 if args.short else 300.0)
+    clients = args.clients or (20 if args.short else 200)
+    scratch = Path(tempfile.mkdtemp(prefix="ark-console-load-"))
+    stack = Stack(scratch, os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/11"))
+    try:
+        stack.setup_django()
+        world = seed(stack, args.runs)
+        stack.start_servers()
+        figures = asyncio.run(drive(stack, world, rate=rate, duration_s=duration, clients=clients))
+    finally:
+        stack.stop()
+        logs = {p.name: p.read_text(errors="replace")[-1500:] for p in scratch.glob("*.log")}
+        shutil.rmtree(scratch, ignore_errors=True)
+    result = {"device": f"{platform.node()} ({os.cpu_count()} cores, {platform.processor() or platform.machine()})",
+              "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+              "command": "python bench/console_load.py" + (" " + " ".join(argv if argv is not None else sys.argv[1:])),
+              "mode": mode, "rate_rps": rate, "duration_s": duration, "websocket_clients": clients,
+              "runs": args.runs, "database": "sqlite (scratch)", **figures}
+    if figures["http"]["errors"] or figures["websocket"]["lost"]:
+        result["server_log_tails"] = logs
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps(result, indent=2))
+    return result
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,68 @@
+"""CPU checks (Triton interpreter, tiny shapes) of the round-2 top-k candidates.
+
+Run: TRITON_INTERPRET=1 pytest tests/candidates/test_round2_cpu.py -q
+Adds to test_candidates_cpu.py's cases a ReLU-zeros row (k-th value 0.0, tie bucket ~N zeros),
+which takes the all-equal fast path of best_v2p/best_v4/best_v5.
+"""
+import os
+
+if not os.environ.get("TRITON_INTERPRET"):
+    try:
+        import torch as _t
+        if not _t.cuda.is_available():
+            os.environ["TRITON_INTERPRET"] = "1"
+    except Exception:  # noqa: BLE001
+        os.environ["TRITON_INTERPRET"] = "1"
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from test_candidates_cpu import _contract, _load, _topk_cases, check_topk, check_topk_tol, indexer_scores  # noqa: E402
+
+SMALL = {"BLOCK": 256, "TARGET_CTAS": 8, "SEL_BLOCK": 256}
+TOPK2 = [("dsa_topk/best_v2p.py", SMALL), ("dsa_topk/best_v4.py", SMALL),
+         ("dsa_topk/best_v5.py", dict(SMALL, L1_BITS=6)), ("dsa_topk/best_v5.py", dict(SMALL, L1_BITS=8)),
+         ("dsa_topk/best_v6.py", dict(SMALL, L1_BITS=6)), ("dsa_topk/best_v6.py", dict(SMALL, L1_BITS=5, MAX_C=4)),
+         ("dsa_topk/best.py", dict(SMALL))]
+
+
+def _relu_cases():
+    g = torch.Generator().manual_seed(3)
+    cases = []
+    for (M, N, k) in [(3, 3000, 64), (2, 2000, 700)]:
+        x = torch.relu(torch.randn(M, N, generator=g) - 2.5)      # ~0.6% positive: k-th value is 0.0
+        x[-1] = torch.relu(torch.randn(N, generator=g)).round(decimals=1)
+        lengths = torch.full((M,), N, dtype=torch.int32)
+        lengths[0] = N - 7
+        cases.append((x, lengths, k))
+    return cases
+
+
+@pytest.mark.parametrize("rel,params", TOPK2, ids=["v2p", "v4", "v5-l1b6", "v5-l1b8", "v6-l1b6", "v6-l1b5-maxc4", "best"])
+def test_round2_topk_exact_and_deterministic(rel, params):
+    m = _load(rel, params)
+    _contract(m)
+    for x, lengths, k in _topk_cases() + _relu_cases():
+        xc = x.clone()
+        out = m.forward(x, lengths, k)
+        assert torch.equal(x, xc)
+        check_topk(out, x, lengths, k)
+        assert torch.equal(out, m.forward(x, lengths, k))
+
+
+IDX_SMALL = {"N_PER_PROG": 128, "BLOCK_N": 64, "TK_BLOCK": 256, "TK_TARGET_CTAS": 8, "TK_SEL_BLOCK": 256}
+
+
+@pytest.mark.parametrize("rel", ["dsa_indexer_topk/best_v4.py", "dsa_indexer_topk/best_v5.py", "dsa_indexer_topk/best_v6.py", "dsa_indexer_topk/best.py"])
+def test_round2_indexer(rel):
+    m = _load(rel, IDX_SMALL)
+    _contract(m)
+    g = torch.Generator().manual_seed(1)
+    for (M, N, k) in [(3, 700, 64), (2, 100, 128)]:
+        q = torch.randn(M, 64, 128, generator=g).bfloat16()
+        kk = torch.randn(N, 128, generator=g).bfloat16()
+        w = torch.randn(M, 64, generator=g)
+        lengths = torch.randint(0, N + 1, (M,), generator=g).int()
+        lengths[0] = N
+        out = m.forward(q, kk, w, lengths, k)
+        check_topk_tol(out, indexer_scores(q, kk, w), lengths, k)

@@ -1,2 +1,0 @@
-def pytest_configure(config):
-    config.addinivalue_line("markers", "slow: runs a candidate in a sandboxed child (seconds each)")

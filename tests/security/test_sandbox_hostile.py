@@ -1,0 +1,116 @@
+"""Hostile candidates, run through the real pipeline (guard, sandboxed child, referee) in CPU mode.
+
+Each one is written to get past the static guard (torch's own `os`, builtins through `dataclasses`,
+names as strings for `operator.attrgetter`, the stack through `dataclasses.inspect`), so what is
+tested is the sandbox around the child, not the guard. Each test checks that the effect did not
+happen, not only what the report says."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from gpu_worker.pipeline import evaluate
+
+HOSTILE = Path(__file__).parent / "hostile"
+
+
+def _evaluate(name: str, **placeholders) -> dict:
+    source = (HOSTILE / name).read_text()
+    for key, value in placeholders.items():
+        source = source.replace(f"__{key}__", str(value))
+    spec = {"candidate_id": name, "attempt": 1, "target": "dsa_topk", "source": source,
+            "incumbent_source": None, "profile": "smoke", "verify_timeout_s": 60}
+    report = evaluate(spec)
+    assert report["stages"]["guard"]["status"] == "pass", "the candidate should reach the sandbox"
+    return report
+
+
+class _Listener:
+    """A loopback TCP server that counts connections and bytes (bounded: 5 s accept timeout)."""
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(8)
+        self.sock.settimeout(0.5)
+        self.port = self.sock.getsockname()[1]
+        self.connections, self.received = 0, b""
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self):
+        while not self.stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                continue
+            self.connections += 1
+            conn.settimeout(1)
+            try:
+                self.received += conn.recv(1024)
+            except OSError:
+                pass
+            conn.close()
+
+    def close(self):
+        self.stop.set()
+        self.thread.join(5)
+        self.sock.close()
+
+
+@pytest.mark.slow
+def test_a_candidate_cannot_reach_a_server_on_the_workers_loopback():
+    listener = _Listener()
+    try:
+        report = _evaluate("net_loopback.py", PORT=listener.port)
+    finally:
+        listener.close()
+    assert listener.connections == 0 and listener.received == b""
+    assert report["isolation"]["network_namespace"] is True
+
+
+@pytest.mark.slow
+def test_a_candidate_cannot_write_outside_its_scratch_folder(tmp_path):
+    watch_a, watch_b = tmp_path / "written-by-torch-os.txt", tmp_path / "written-by-open.txt"
+    report = _evaluate("write_outside.py", WATCH_A=watch_a, WATCH_B=watch_b)
+    assert not watch_a.exists() and not watch_b.exists(), report["isolation"]
+
+
+@pytest.mark.slow
+def test_a_candidate_cannot_read_the_workers_environment(monkeypatch):
+    secret = "ark-db-password-" + os.urandom(8).hex()
+    monkeypatch.setenv("ARK_TEST_DATABASE_PASSWORD", secret)
+    report = _evaluate("read_worker_env.py", NAME="ARK_TEST_DATABASE_PASSWORD")
+    assert secret not in json.dumps(report)
+
+
+@pytest.mark.slow
+def test_a_candidate_cannot_signal_a_process_outside_the_sandbox():
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], start_new_session=True)
+    try:
+        _evaluate("kill_other.py", PID=sleeper.pid)
+        assert sleeper.poll() is None, f"the sleeper died: {sleeper.returncode}"
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
+@pytest.mark.slow
+def test_fake_pass_messages_on_stdout_stderr_and_fds_do_not_make_a_wrong_kernel_pass():
+    report = _evaluate("forge_naive.py")
+    assert report["verdict"]["status"] != "pass", report["verdict"]
+    assert report["stages"]["verify"]["status"] != "pass"
+
+
+@pytest.mark.slow
+def test_a_candidate_that_forges_the_verify_conversation_from_inside_does_not_pass():
+    report = _evaluate("forge_referee.py")
+    assert report["verdict"]["status"] != "pass", report["verdict"]
+    assert report["stages"]["verify"]["status"] != "pass"

@@ -1,0 +1,272 @@
+"""The console's defences, checked route by route from console/urls.py: login on every page and on
+the websocket, role checks and CSRF on every POST, a foreign Origin refused, login rate limiting,
+user text rendered escaped, API keys never shown. (check --deploy and the production secret are in
+tests/foundation/test_settings_and_migrations.py; the audit chain in tests/foundation/test_audit_log.py.)"""
+
+import os
+import time
+
+import pytest
+from asgiref.sync import sync_to_async
+from channels.testing import WebsocketCommunicator
+from django.test import Client
+from django.urls import URLPattern, URLResolver, get_resolver, reverse
+
+from console.asgi import application
+from loop.models import Candidate, Event, Run, ServingConfig, SkillRevision, Thesis
+from loop.services.decisions import candidate_approve
+from tests.console import builders
+from tests.console.test_pages_render import SKILL, world  # noqa: F401  (fixture)
+
+pytestmark = pytest.mark.django_db
+
+PUBLIC = {"login", "healthz"}
+PAYLOAD = '<script>alert("ark-xss")</script>'
+
+
+@pytest.fixture(autouse=True)
+def _held_tasks(monkeypatch):
+    """Services publish to the loop queue after commit; no loop worker takes part here."""
+    from loop.services import outbox
+
+    class Held:
+        def send_task(self, *args, **kwargs):
+            pass
+
+    monkeypatch.setattr(outbox, "current_app", Held())
+
+
+def named_routes() -> list[str]:
+    """Every named route of console/urls.py itself (the admin site has its own login)."""
+    return [p.name for p in get_resolver().url_patterns if isinstance(p, URLPattern) and p.name]
+
+
+def route_args(world, name: str) -> list:
+    config, key = world["config"], "hardware/h200/tma.md"
+    by_kind = {"thesis": [world["thesis"].pk], "run": [world["run"].pk], "candidate": [world["candidate"].pk],
+               "skill": [key], "deployment": [config.target.name, config.hardware]}
+    special = {"run_action": [world["run"].pk, "pause"],
+               "deployment_download": [config.target.name, config.hardware, config.version],
+               "thesis_edit": by_kind["thesis"], "thesis_prioritise": by_kind["thesis"], "run_start": by_kind["thesis"],
+               "skill_edit": [key], "skill_history": [key], "deployment_rollback": by_kind["deployment"]}
+    if name in special:
+        return special[name]
+    if name.startswith("candidate_"):
+        return by_kind["candidate"]
+    return by_kind.get(name, [])
+
+
+def all_urls(world) -> dict[str, str]:
+    return {name: reverse(name, args=route_args(world, name)) for name in named_routes()}
+
+
+# POST actions, with a body that would succeed for someone allowed to do it
+def action_posts(world) -> dict[str, dict]:
+    thesis = world["thesis"]
+    return {
+        "thesis_new": {"title": "x", "body": "y", "target": thesis.target.name, "hardware": "h200", "priority": 0},
+        "thesis_edit": {"title": "x2", "body": "y2", "target": thesis.target.name, "hardware": "h200", "priority": 3,
+                        "status": "active"},
+        "thesis_prioritise": {"priority": 7},
+        "run_start": {"proposer": "sweep", "proposer_settings": "{}", "hardware": "h200", "profile": "smoke",
+                      "budget_candidates": 3, "budget_gpu_minutes": 5, "review_mode": "gate"},
+        "skill_new": {"key": "hardware/h200/new.md", "text": SKILL, "note": "n"},
+        "skill_edit": {"text": SKILL + "\nEdited.\n", "note": "n"},
+        "skill_export": {}, "skill_import": {},
+        "run_action": {"reason": "stop"},
+        "candidate_approve": {"note": "ok"},
+        "candidate_veto": {"reason": "no"},
+        "candidate_promote": {"routes": "0 100000 candidate\n100000 inf default", "note": "",
+                              "password": "charlie-password-1"},
+        "deployment_rollback": {"to_version": 1, "password": "charlie-password-1"},
+    }
+
+
+def state() -> tuple:
+    return (Event.objects.count(), Thesis.objects.count(), SkillRevision.objects.count(), Run.objects.count(),
+            ServingConfig.objects.count(), sorted(Candidate.objects.values_list("pk", "status")),
+            sorted(Thesis.objects.values_list("pk", "title", "priority")),
+            sorted(Run.objects.values_list("pk", "status")))
+
+
+def test_every_named_route_sends_an_anonymous_visitor_to_the_login_page(world, client):
+    urls = all_urls(world)
+    assert len(urls) >= 30
+    for name, url in urls.items():
+        response = client.get(url)
+        if name in PUBLIC:
+            assert response.status_code == 200, (name, response.status_code)
+        else:
+            assert response.status_code == 302 and response["Location"].startswith(reverse("login")), name
+        response = client.post(url, {})
+        if name not in PUBLIC:
+            assert response.status_code == 302 and response["Location"].startswith(reverse("login")), name
+
+
+def test_static_files_are_public_and_admin_has_its_own_login(client):
+    assert client.get("/admin/").status_code == 302
+    assert "/admin/login/" in client.get("/admin/")["Location"]
+
+
+def test_a_viewer_posting_any_action_gets_403_and_nothing_changes(world, as_charlie):
+    posts = action_posts(world)
+    urls = all_urls(world)
+    assert set(posts) >= {n for n in urls if n.startswith(("candidate_", "deployment_rollback", "run_"))} - {
+        "candidate"}
+    for name, body in posts.items():
+        before = state()
+        response = as_charlie.post(urls[name], body)
+        assert response.status_code == 403, (name, response.status_code)
+        assert state() == before, name
+    for action in ("resume", "stop"):
+        before = state()
+        assert as_charlie.post(reverse("run_action", args=[world["run"].pk, action])).status_code == 403
+        assert state() == before
+
+
+def test_every_post_without_a_csrf_token_is_refused(world, alice):
+    alice.is_superuser = True
+    alice.save()
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(alice)
+    urls = all_urls(world)
+    for name, body in action_posts(world).items():
+        before = state()
+        response = client.post(urls[name], body)
+        assert response.status_code == 403, (name, response.status_code)
+        assert state() == before, name
+    for name in ("logout", "markdown_preview", "skill_preview"):
+        assert client.post(urls[name], {"text": "x", "body": "x"}).status_code == 403, name
+    anonymous = Client(enforce_csrf_checks=True)
+    assert anonymous.post(reverse("login"), {"username": "alice", "password": "alice-password-1"}).status_code == 403
+
+
+# --- websocket --------------------------------------------------------------------------------------
+
+async def _connect(user, origin: bytes, path: str = "/ws/events/"):
+    client = Client()
+    await sync_to_async(client.force_login)(user)
+    headers = [(b"origin", origin), (b"cookie", f"sessionid={client.cookies['sessionid'].value}".encode())]
+    communicator = WebsocketCommunicator(application, path, headers=headers)
+    connected, code = await communicator.connect(timeout=5)
+    await communicator.disconnect()
+    return connected, code
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_the_websocket_refuses_a_foreign_origin_and_accepts_its_own(alice):
+    assert (await _connect(alice, b"http://127.0.0.1"))[0] is True
+    for origin in (b"http://evil.example", b"http://127.0.0.1.evil.example", b"null"):
+        connected, _ = await _connect(alice, origin)
+        assert connected is False, origin
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_the_websocket_refuses_an_anonymous_user_on_a_run_page():
+    communicator = WebsocketCommunicator(application, "/ws/runs/1/", headers=[(b"origin", b"http://127.0.0.1")])
+    connected, code = await communicator.connect(timeout=5)
+    assert connected is False and code == 4401
+
+
+# --- login rate limiting ----------------------------------------------------------------------------
+
+@pytest.fixture
+def tight_limit(settings):
+    from django.core.cache import caches
+
+    settings.ARK_LOGIN_MAX_FAILURES = 3
+    settings.ARK_LOGIN_LOCKOUT_S = 0.8
+    caches["ratelimit"].key_prefix = f"ark-test-{os.getpid()}-{time.monotonic_ns()}"
+    yield
+    caches["ratelimit"].clear() if False else None
+
+
+def _login(client, password, username="charlie", address="10.1.2.3"):
+    return client.post(reverse("login"), {"username": username, "password": password}, REMOTE_ADDR=address)
+
+
+def test_after_too_many_failures_even_the_right_password_is_refused_until_the_window_ends(
+        tight_limit, client, charlie):
+    for _ in range(3):
+        assert _login(client, "wrong").status_code == 200
+    refused = _login(client, "charlie-password-1")
+    assert refused.status_code == 429 and b"Too many failed logins" in refused.content
+    assert "_auth_user_id" not in client.session
+    assert _login(Client(), "charlie-password-1", address="10.9.9.9").status_code == 302  # another address
+    time.sleep(0.9)
+    assert _login(client, "charlie-password-1").status_code == 302
+    assert client.session["_auth_user_id"] == str(charlie.pk)
+
+
+def test_a_success_resets_the_failure_count(tight_limit, client, charlie):
+    for _ in range(2):
+        _login(client, "wrong")
+    assert _login(client, "charlie-password-1").status_code == 302
+    for _ in range(2):
+        assert _login(Client(), "wrong").status_code == 200
+    assert _login(Client(), "charlie-password-1").status_code == 302
+
+
+# --- user text is escaped everywhere it is shown -----------------------------------------------------
+
+def test_script_payloads_in_every_user_editable_field_are_rendered_escaped(alice, bob, dana, as_charlie):
+    from loop.services.deployments import deployment_promote
+    from loop.services.decisions import candidate_veto
+    from loop.services.skills import skill_edit
+
+    thesis = builders.make_thesis(alice, title=f"T {PAYLOAD}", body=f"B {PAYLOAD}", constraints=f"C {PAYLOAD}")
+    skill_edit(actor=alice, key="hardware/h200/xss.md", text=SKILL + f"\n{PAYLOAD}\n", note=f"N {PAYLOAD}")
+    run = builders.make_run(alice, thesis=thesis)
+    source = builders.source_variant("x", body=f"NOTE = '''{PAYLOAD}'''\n")
+    kept = builders.evaluated(run, builders.passing_report(), source=source)
+    candidate_approve(candidate=kept, actor=bob, note=f"A {PAYLOAD}")
+    vetoed = builders.evaluated(run, builders.passing_report(), tag="v")
+    candidate_veto(candidate=vetoed, actor=bob, reason=f"V {PAYLOAD}")
+    kept.refresh_from_db()
+    config = deployment_promote(actor=dana, candidate=kept, routes=[{"lo": 0, "hi": 100000, "kernel": "candidate"}],
+                                note=f"P {PAYLOAD}")
+    pages = [reverse("theses"), reverse("thesis", args=[thesis.pk]), reverse("thesis_edit", args=[thesis.pk]),
+             reverse("skill", args=["hardware/h200/xss.md"]), reverse("skill_edit", args=["hardware/h200/xss.md"]),
+             reverse("skill_history", args=["hardware/h200/xss.md"]), reverse("run", args=[run.pk]),
+             reverse("candidate", args=[kept.pk]), reverse("candidate", args=[vetoed.pk]), reverse("dashboard"),
+             reverse("deployment", args=[config.target.name, config.hardware]), reverse("audit")]
+    alice.is_superuser = True
+    alice.save()
+    owner = Client()
+    owner.force_login(alice)
+    shown = set()
+    for url in pages:
+        for client in (as_charlie, owner):
+            html = client.get(url).content.decode()
+            assert "<script>alert" not in html, url
+            for marker in ("T ", "B ", "C ", "N ", "A ", "V ", "P "):
+                if f"{marker}&lt;script&gt;alert(" in html:
+                    shown.add(marker)
+            if "NOTE = " in html and "&lt;script&gt;" in html:
+                shown.add("source")
+    assert shown >= {"T ", "B ", "C ", "V ", "source"}, shown
+
+
+# --- secrets ------------------------------------------------------------------------------------------
+
+def test_an_llm_api_key_in_the_environment_appears_on_no_page_and_in_no_event(world, monkeypatch, as_alice):
+    from loop.proposers import llm
+
+    key = "sk-ark-test-" + os.urandom(12).hex()
+    monkeypatch.setenv("ARK_LLM_API_KEY", key)
+    assert llm.api_key() == key
+    thesis = world["thesis"]
+    as_alice.post(reverse("run_start", args=[thesis.pk]), {
+        "proposer": "llm", "proposer_settings": "{}", "hardware": "h200", "profile": "smoke", "budget_candidates": 2,
+        "budget_gpu_minutes": 5, "review_mode": "gate"})
+    assert Run.objects.filter(proposer="llm").exists()
+    urls = all_urls(world)
+    for name, url in urls.items():
+        if name in ("logout",):
+            continue
+        body = as_alice.get(url).content.decode(errors="replace")
+        assert key not in body, name
+    for run in Run.objects.all():
+        assert key not in as_alice.get(reverse("run", args=[run.pk])).content.decode()
+    for event in Event.objects.all():
+        assert key not in str(event.payload), event.type
