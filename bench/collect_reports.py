@@ -20,13 +20,16 @@ def _axes(target: str, shape: dict) -> dict:
     return {k: shape[k] for k in keys.get(target, tuple(shape)) if k in shape}
 
 
-def collect(reports_dir: Path) -> tuple[list[dict], list[dict]]:
+def collect(reports_dir: Path, measured_on: str | None = None) -> tuple[list[dict], list[dict]]:
+    """measured_on: the date for reports written before reports carried their own "date"."""
     records, evaluations = [], []
-    date = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     seen_default = set()
     for path in sorted(reports_dir.glob("*.json")):
         target_name, _, kernel = path.stem.partition("__")
         report = json.loads(path.read_text())
+        date = report.get("date") or measured_on
+        if date is None:
+            raise SystemExit(f"{path} carries no date: pass --measured-on YYYY-MM-DD")
         cmd_path = path.with_suffix(".cmd")
         command = cmd_path.read_text().strip() if cmd_path.exists() else ""
         gpu = (report.get("hardware") or {}).get("gpu")
@@ -77,8 +80,12 @@ def markdown(records: list[dict], evaluations: list[dict]) -> str:
 
 
 def main(argv: list[str]) -> int:
+    measured_on = None
+    if "--measured-on" in argv:
+        i = argv.index("--measured-on")
+        measured_on, argv = argv[i + 1], argv[:i] + argv[i + 2:]
     reports_dir, out_dir = Path(argv[0]), Path(argv[1])
-    records, evaluations = collect(reports_dir)
+    records, evaluations = collect(reports_dir, measured_on)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "latest.json").write_text(json.dumps(records, indent=2))
     (out_dir / "evaluations.json").write_text(json.dumps(evaluations, indent=2))

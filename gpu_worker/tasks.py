@@ -14,6 +14,9 @@ from gpu_worker.queues import Task
 
 log = logging.getLogger(__name__)
 HEARTBEAT_INTERVAL_S = float(os.environ.get("ARK_HEARTBEAT_INTERVAL_S", "10"))
+REPORT_PATIENCE_S = float(os.environ.get("ARK_REPORT_PATIENCE_S", "900"))
+# candidate id -> attempt this worker is evaluating now (at most one with --pool=solo)
+_running: dict[int, int] = {}
 
 
 def worker_identity() -> dict:
@@ -40,22 +43,45 @@ def evaluate(spec: dict) -> None:
     def on_progress(stage: str, status: str, detail: dict) -> None:
         send_to_loop(Task.LOOP_PROGRESS, candidate_id, attempt, identity["name"], stage, status, detail)
 
+    _running[candidate_id] = attempt  # the heartbeat renews this candidate's lease, and only this one
     try:
-        report = run_pipeline(spec, on_progress=on_progress)
-    except Exception as exc:  # the pipeline reports bad candidates itself; this is a harness fault
-        log.exception("pipeline failed for candidate %s", candidate_id)
-        report = {
-            "schema": "ark.report/1", "candidate_id": candidate_id, "attempt": attempt,
-            "target": spec.get("target"), "stages": {},
-            "verdict": {"status": "error", "reasons": ["error:harness"], "message": repr(exc)},
-        }
-    send_to_loop(Task.LOOP_REPORT, candidate_id, attempt, identity["name"], report)
+        try:
+            report = run_pipeline(spec, on_progress=on_progress)
+        except Exception as exc:  # the pipeline reports bad candidates itself; this is a harness fault
+            log.exception("pipeline failed for candidate %s", candidate_id)
+            report = {
+                "schema": "ark.report/1", "candidate_id": candidate_id, "attempt": attempt,
+                "target": spec.get("target"), "stages": {},
+                "verdict": {"status": "error", "reasons": ["error:harness"], "message": repr(exc)},
+            }
+        _send_report(candidate_id, attempt, identity["name"], report)
+    finally:
+        _running.pop(candidate_id, None)
+
+
+def _send_report(candidate_id: int, attempt: int, worker_name: str, report: dict) -> None:
+    """A report is minutes of GPU time: hold it through a broker outage (Redis restarting) instead of
+    dropping it; past REPORT_PATIENCE_S the loop's reaper re-queues the candidate instead."""
+    deadline = time.monotonic() + REPORT_PATIENCE_S
+    delay = 0.5
+    while True:
+        try:
+            send_to_loop(Task.LOOP_REPORT, candidate_id, attempt, worker_name, report)
+            return
+        except Exception as exc:  # kombu's OperationalError and friends: the broker is unreachable
+            if time.monotonic() + delay > deadline:
+                raise
+            log.warning("report for candidate %s not delivered yet (%s); retrying in %.1f s", candidate_id,
+                        exc, delay)
+            time.sleep(delay)
+            delay = min(delay * 2, 5.0)
 
 
 def _heartbeat_forever(stop: threading.Event) -> None:
     while not stop.is_set():
         try:
-            send_to_loop(Task.LOOP_HEARTBEAT, {**worker_identity(), "sent_at": time.time()})
+            send_to_loop(Task.LOOP_HEARTBEAT, {**worker_identity(), "sent_at": time.time(),
+                                               "running": [[c, a] for c, a in list(_running.items())]})
         except Exception:  # the broker may be down; the next beat retries
             log.warning("heartbeat not sent", exc_info=True)
         stop.wait(HEARTBEAT_INTERVAL_S)

@@ -20,7 +20,7 @@ def pong(ping_id: int, worker: dict) -> None:
 @shared_task(name=Task.LOOP_HEARTBEAT)
 def heartbeat(beat: dict) -> None:
     worker = wiring.worker_heartbeat_record(beat=beat)
-    busy = candidate_leases_renew(worker=worker.name)
+    busy = candidate_leases_renew(worker=worker.name, running=beat.get("running"))
     # An idle live worker is free capacity: let its hardware's runs dispatch to it.
     if not busy and live_workers(worker.hardware).filter(pk=worker.pk).exists():
         for run_id in Run.objects.filter(status=Run.Status.RUNNING, hardware=worker.hardware).values_list("id", flat=True):

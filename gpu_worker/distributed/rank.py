@@ -62,7 +62,8 @@ def _run(rank, cfg, target, comm, send, seed_q) -> None:
     from ..pipeline.child_run import Candidate, LaunchLog, load_module
 
     log = LaunchLog()
-    log.install(cute=False)
+    if not cfg.get("use_default"):
+        log.install(cute=False)
     try:
         if cfg.get("use_default"):  # the target's own default kernel (NCCL / gloo), verified like a candidate
             forward = target.baseline

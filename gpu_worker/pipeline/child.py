@@ -98,8 +98,7 @@ def _landlock(writable: list[str]) -> dict:
             return {"applied": False, "why": f"landlock_restrict_self failed (errno {ctypes.get_errno()})"}
     finally:
         os.close(ruleset)
-    return {"applied": True, "abi": abi, "writable": writable, "tcp": abi >= 4, "signals_scoped": abi >= 6,
-            "ptrace_scoped": True}
+    return {"applied": True, "abi": abi, "writable": writable, "tcp": abi >= 4, "signals_scoped": abi >= 6}
 
 
 def main() -> None:
@@ -108,8 +107,10 @@ def main() -> None:
     limits = _apply_limits(cfg)
     limits["die_with_parent"] = _die_with_parent(parent)
     if cfg.get("scratch"):
-        # /dev: GPU device files and /dev/shm; /proc/self: CUDA init writes there (REFERENCE.md §6)
-        limits["landlock"] = _landlock([cfg["scratch"], "/dev", os.path.realpath("/proc/self")])
+        # /dev: GPU device files and /dev/shm. CUDA init fails with /proc read-only (REFERENCE.md §6): on a GPU
+        # /proc stays writable as measured there; CPU mode needs only its own /proc/<pid>
+        proc = "/proc" if cfg.get("device") == "cuda" else os.path.realpath("/proc/self")
+        limits["landlock"] = _landlock([cfg["scratch"], "/dev", proc])
     from .protocol import Writer
     out = Writer(cfg["result_fd"])
     out.send(type="hello", pid=os.getpid(), uid=os.getuid(), limits=limits)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import math
 import os
 import secrets
@@ -81,6 +82,7 @@ def evaluate(spec: dict, *, on_progress=None) -> dict:
     wall0 = time.monotonic()
     report = {"schema": SCHEMA, "candidate_id": spec.get("candidate_id"), "attempt": spec.get("attempt", 1),
               "target": spec.get("target"), "target_version": None, "profile": spec.get("profile", "smoke"),
+              "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
               "mode": None, "hardware": None, "isolation": None, "stages": {},
               "summary": {"geomean_speedup": None, "geomean_ci95": None, "floor_fraction": None}, "verdict": {}}
     stages = _Stages(report, on_progress)

@@ -145,11 +145,12 @@ def run_child(cfg: dict, *, secret: str, timeout_s: float, scratch: Path, device
                     continue
                 msg["_received_s"] = time.monotonic() - t0
                 run.messages.append(msg)
-                if msg.get("type") == "load" and msg.get("status") == "pass":
+                if msg.get("type") == "load" and msg.get("status") == "pass" and not proc.stdin.closed:
+                    # once: a candidate can write "load" lines itself, and must not crash the worker with them
                     try:
                         proc.stdin.write(f"{secret}\n".encode())
                         proc.stdin.close()
-                    except OSError:
+                    except (OSError, ValueError):
                         pass
                 if msg.get("type") == "done":
                     done_at = time.monotonic()
@@ -171,7 +172,8 @@ def run_child(cfg: dict, *, secret: str, timeout_s: float, scratch: Path, device
     run.returncode = proc.returncode
     run.wall_s = time.monotonic() - t0
     hello = run.messages[0] if run.messages and run.messages[0].get("type") == "hello" else {}
-    run.protections["landlock"] = (hello.get("limits") or {}).get("landlock")  # sent before any candidate code
+    limits = hello.get("limits") or {}  # sent before any candidate code exists in the child
+    run.protections["landlock"] = limits.get("landlock")
     try:
         run.log_tail = log_path.read_bytes()[-4000:].decode("utf-8", "replace")
     except OSError:

@@ -17,7 +17,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
-from django.db.models import F, Max
+from django.db.models import F, Max, Q
 from django.utils import timezone
 
 from gpu_worker.queues import Task, gpu_queue
@@ -236,10 +236,21 @@ def _small(detail) -> dict:
             for k, v in list(detail.items())[:20]}
 
 
-def candidate_leases_renew(*, worker: str) -> int:
-    """The worker is alive (a heartbeat): renew the leases of what it is running. Not audited."""
-    return Candidate.objects.filter(worker=worker, status=Candidate.Status.RUNNING).update(
-        lease_expires=timezone.now() + timedelta(seconds=lease_seconds()))
+def candidate_leases_renew(*, worker: str, running: list | None = None) -> int:
+    """The worker is alive (a heartbeat): renew the leases of what it is running. Not audited.
+    `running`: the [candidate_id, attempt] pairs the heartbeat says the worker is evaluating now;
+    a candidate it holds no more (its report was lost, its process restarted under the same name)
+    is not renewed, so the reaper re-queues it. None (an older worker): everything in its name."""
+    held = Candidate.objects.filter(worker=worker, status=Candidate.Status.RUNNING)
+    if running is not None:
+        pairs = [(int(c), int(a)) for c, a in running]
+        if not pairs:
+            return 0
+        match = Q()
+        for candidate_id, attempt in pairs:
+            match |= Q(pk=candidate_id, attempt=attempt)
+        held = held.filter(match)
+    return held.update(lease_expires=timezone.now() + timedelta(seconds=lease_seconds()))
 
 
 def candidate_requeue_or_fail(*, candidate: Candidate, max_attempts: int, why: str) -> str | None:

@@ -142,9 +142,11 @@ def test_the_fused_default_allreduce_rmsnorm_is_right(tmp_path):
     assert entry["status"] == "pass", entry["findings"]
 
 
-def test_the_seeds_cuda_path_compiles_for_sm90_with_system_scope_release_and_acquire():
+def test_the_seeds_cuda_path_compiles_for_sm90_with_system_scope_release_and_acquire(monkeypatch):
     """Compiled, not run: there is no GPU here."""
     import importlib.util
+
+    monkeypatch.delenv("TRITON_INTERPRET")  # compile the real kernel, not the interpreter's stand-in
 
     import triton
     from triton.backends.compiler import GPUTarget

@@ -85,3 +85,25 @@ def test_an_unsent_outbox_row_is_published_by_the_reaper(transactional_db):
     assert message.sent is not None
     assert client.llen(queue) == 1
     client.delete(queue)
+
+
+def test_a_heartbeat_renews_only_the_leases_of_what_the_worker_says_it_runs(make_run, live_worker):
+    from loop.services.candidates import candidate_leases_renew
+
+    live_worker(), live_worker()
+    run = make_run()
+    first, second = submit(run, 2)
+    run_advance(run_id=run.pk)
+    for candidate in (first, second):
+        candidate_record_progress(candidate_id=candidate.pk, attempt=1, worker="gpu-0", stage="verify",
+                                  status="running")
+        expire(candidate)
+    # a worker restarted under the same name holds only the second one now
+    assert candidate_leases_renew(worker="gpu-0", running=[[second.pk, 1]]) == 1
+    assert candidate_leases_renew(worker="gpu-0", running=[[first.pk, 0]]) == 0  # an old attempt
+    assert reap(outbox_older_than_s=3600)["requeued"] == 1
+    first.refresh_from_db()
+    second.refresh_from_db()
+    assert (first.status, first.attempt) == ("queued", 2) and (second.status, second.attempt) == ("running", 1)
+    assert candidate_leases_renew(worker="gpu-0", running=[]) == 0
+    assert candidate_leases_renew(worker="gpu-0") == 1  # an older worker without the list: all in its name
