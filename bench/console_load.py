@@ -25,6 +25,7 @@ import os
 import platform
 import random
 import shutil
+import signal
 import socket
 import struct
 import subprocess
@@ -315,7 +316,11 @@ async def drive(stack: Stack, world: dict, *, rate: float, duration_s: float, cl
         if delay > 0:
             await asyncio.sleep(delay)
         tasks.append(asyncio.create_task(one(random.choice(paths))))
-    await asyncio.gather(*tasks)
+    _, pending = await asyncio.wait(tasks, timeout=60)  # bounded: a saturated server shows as unfinished requests
+    for task in pending:
+        task.cancel()
+    unfinished = len(pending)
+    errors += unfinished
     http_wall = time.monotonic() - t_start
     stop.set()
     await asyncio.to_thread(prod.join, 30)
@@ -356,7 +361,7 @@ async def drive(stack: Stack, world: dict, *, rate: float, duration_s: float, cl
         t.cancel()
     events_total = sum(len(v) for v in expected_by_run.values())
     return {
-        "http": {"requests": len(latencies), "errors": errors, "error_rate": round(errors / max(1, len(latencies)), 5),
+        "http": {"requests": len(latencies) + unfinished, "unfinished": unfinished, "errors": errors, "error_rate": round(errors / max(1, len(latencies) + unfinished), 5),
                  "statuses": statuses, "p50_ms": _pct(latencies, 0.50), "p95_ms": _pct(latencies, 0.95),
                  "p99_ms": _pct(latencies, 0.99), "max_ms": round(max(latencies), 2) if latencies else None,
                  "achieved_rps": round(len(latencies) / http_wall, 2)},
@@ -383,8 +388,10 @@ def main(argv=None) -> dict:
     rate = args.rate or (10.0 if args.short else 50.0)
     duration = args.duration or (20.0 if args.short else 300.0)
     clients = args.clients or (20 if args.short else 200)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a timeout still stops daphne and the worker
     scratch = Path(tempfile.mkdtemp(prefix="ark-console-load-"))
     stack = Stack(scratch, os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/11"))
+    load_before = os.getloadavg()
     try:
         stack.setup_django()
         world = seed(stack, args.runs)
@@ -392,14 +399,15 @@ def main(argv=None) -> dict:
         figures = asyncio.run(drive(stack, world, rate=rate, duration_s=duration, clients=clients))
     finally:
         stack.stop()
-        logs = {p.name: p.read_text(errors="replace")[-1500:] for p in scratch.glob("*.log")}
+        logs = {p.name: p.read_text(errors="replace")[-3000:] for p in scratch.glob("*.log")}
         shutil.rmtree(scratch, ignore_errors=True)
     result = {"device": f"{platform.node()} ({os.cpu_count()} cores, {platform.processor() or platform.machine()})",
               "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
               "command": "python bench/console_load.py" + (" " + " ".join(argv if argv is not None else sys.argv[1:])),
               "mode": mode, "rate_rps": rate, "duration_s": duration, "websocket_clients": clients,
-              "runs": args.runs, "database": "sqlite (scratch)", **figures}
-    if figures["http"]["errors"] or figures["websocket"]["lost"]:
+              "runs": args.runs, "database": "sqlite (scratch)", "server": "one daphne process",
+              "loadavg_1m_before_after": [round(load_before[0], 2), round(os.getloadavg()[0], 2)], **figures}
+    if figures["http"]["errors"] or figures["websocket"]["lost"] or figures["websocket"]["connect_errors"]:
         result["server_log_tails"] = logs
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=2) + "\n")

@@ -167,3 +167,13 @@ CELERY_BEAT_SCHEDULE = {
     # Re-queues candidates whose worker died (expired leases) and advances running runs (loop/services/reaper.py).
     "reap": {"task": "loop.reap", "schedule": env.float("ARK_REAP_INTERVAL_S", default=15.0)},
 }
+
+# Leases: a running candidate whose worker sends no heartbeat for ARK_LEASE_S is re-queued (or failed
+# at its attempt cap); a queued one nobody started within ARK_QUEUE_LEASE_S likewise.
+ARK_LEASE_S = env.float("ARK_LEASE_S", default=90.0)
+ARK_QUEUE_LEASE_S = env.float("ARK_QUEUE_LEASE_S", default=1800.0)
+# Any OpenAI-compatible endpoint for the llm proposer (vLLM, SGLang, OpenAI...). The key is read from
+# ARK_LLM_API_KEY (or OPENAI_API_KEY) in the environment only: never stored, shown or logged.
+ARK_LLM_BASE_URL = env("ARK_LLM_BASE_URL", default="")
+ARK_LLM_MODEL = env("ARK_LLM_MODEL", default="")
+ARK_LLM_TIMEOUT_S = env.float("ARK_LLM_TIMEOUT_S", default=120.0)

@@ -83,6 +83,14 @@ def subprocess_env(**extra) -> dict:
     return env
 
 
+def _die_with_parent() -> None:
+    """A test run killed mid-way (timeout, Ctrl-C) must not leave its workers consuming queues."""
+    import ctypes
+    import signal
+
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
 class Proc:
     """A child process with its output in a file, stopped (and reaped) at teardown."""
 
@@ -90,7 +98,7 @@ class Proc:
         self.log_path = log_path
         self.log = open(log_path, "wb")
         self.popen = subprocess.Popen(args, cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT,
-                                      start_new_session=True)
+                                      start_new_session=True, preexec_fn=_die_with_parent)
 
     def output(self) -> str:
         self.log.flush()

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 SCHEMA = "ark.serving/1"
-AXES = ("n_ctx",)
+AXES = ("n_ctx", "bytes")  # context length (top-k), message size (all-reduce)
 _TOP_KEYS = {"schema", "target", "hardware", "version", "axis", "routes", "fallback"}
 _ROUTE_KEYS = {"lo", "hi", "kernel"}
 _KERNEL_KEYS = {"candidate_id", "source_hash", "params", "source_path", "source"}

@@ -46,7 +46,10 @@ class Comm:
         if self.peer_memory:
             import torch.distributed._symmetric_memory as symm_mem
 
-            buf = symm_mem.empty(self.capacity_bytes // 2, dtype=torch.bfloat16, device=torch.device("cuda", torch.cuda.current_device()))
+            device = torch.device("cuda", torch.cuda.current_device())
+            buf = symm_mem.empty(self.capacity_bytes // 2, dtype=torch.bfloat16, device=device)
+            if hasattr(symm_mem, "enable_symm_mem_for_group"):  # required by older torch, harmless after
+                symm_mem.enable_symm_mem_for_group(group.group_name)
             self._handle = symm_mem.rendezvous(buf, group)
             self._local = buf
             self.buffer_ptrs = torch.tensor(self._handle.buffer_ptrs, dtype=torch.int64, device=buf.device)

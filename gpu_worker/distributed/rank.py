@@ -98,6 +98,7 @@ def agree(flag: bool, comm) -> bool:
     """True when every rank says True (the harness's own collective, outside the candidate's reach)."""
     import torch
     import torch.distributed as dist
+
     from .comm import _disable_current_modes
     with _disable_current_modes():
         t = torch.tensor([0 if flag else 1], dtype=torch.int32, device=comm.device)

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import math
 import os
-import queue as queue_mod
 import secrets
 import shutil
+import sys
 import tempfile
 import time
 import traceback
@@ -28,10 +28,8 @@ from pathlib import Path
 import torch
 
 from .. import hardware
-import sys
-
-from ..pipeline.evaluate import evaluate as _single_evaluate  # noqa: F401  (loads the module)
 from ..pipeline.child_run import _same_bits
+from ..pipeline.evaluate import evaluate as _single_evaluate  # noqa: F401  (loads the module)
 from ..pipeline.guard import check_candidate
 from ..pipeline.protocol import derive_seed
 from ..targets.allreduce import DistributedTarget, get_multi_process_target
@@ -225,7 +223,7 @@ def judge_shape(target: DistributedTarget, shape: dict, index: int, seed: int, o
             results[(which, rank)] = tensors
             output = tensors[0] if len(tensors) == 1 else tuple(tensors)
             ok, err, msg = target.check(output, all_inputs[rank], ref)
-            if err == err and err is not None:
+            if err is not None and not math.isnan(err):
                 max_error = max(max_error, err)
             if not ok and not findings:
                 code = "verify:nan" if "NaN" in msg else ("verify:wrong" if which == 0 else "verify:stale_result")

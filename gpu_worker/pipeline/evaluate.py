@@ -79,6 +79,12 @@ class _Stages:
 
 def evaluate(spec: dict, *, on_progress=None) -> dict:
     """Run the pipeline on one candidate. Never raises for a bad candidate; returns the report."""
+    from gpu_worker.targets.allreduce import MULTI_PROCESS_TARGETS
+
+    if spec.get("target") in MULTI_PROCESS_TARGETS:
+        from gpu_worker.distributed.runner import evaluate_distributed
+
+        return evaluate_distributed(spec, on_progress=on_progress)
     wall0 = time.monotonic()
     report = {"schema": SCHEMA, "candidate_id": spec.get("candidate_id"), "attempt": spec.get("attempt", 1),
               "target": spec.get("target"), "target_version": None, "profile": spec.get("profile", "smoke"),

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import resource
+import secrets
 import select
 import shutil
 import signal
@@ -59,8 +60,15 @@ def host_protections() -> dict:
     return {"root": root, "netns": netns, "uid_drop": as_nobody}
 
 
+def _env_int(name: str, default: int) -> int:
+    try:
+        return int(os.environ.get(name, default))
+    except ValueError:
+        return default
+
+
 def child_rlimits(device: str, timeout_s: float) -> dict:
-    limits = {"RLIMIT_CORE": 0, "RLIMIT_FSIZE": 8 << 30, "RLIMIT_NOFILE": 4096,
+    limits = {"RLIMIT_CORE": 0, "RLIMIT_FSIZE": _env_int("ARK_CHILD_FSIZE_BYTES", 8 << 30), "RLIMIT_NOFILE": 4096,
               "RLIMIT_CPU": int(timeout_s * 4 + 60)}
     if device == "cpu":
         limits["RLIMIT_AS"] = 48 << 30  # CUDA needs a huge address space (REFERENCE §6); CPU mode does not
@@ -97,8 +105,16 @@ def run_child(cfg: dict, *, secret: str, timeout_s: float, scratch: Path, device
     uid = NOBODY if prot["uid_drop"] else None
     dirs = make_scratch(scratch, uid)
     read_fd, write_fd = os.pipe()
+    rlimits = child_rlimits(device, timeout_s)
+    if uid is not None and hasattr(resource, "RLIMIT_NPROC"):
+        # A fork bomb stops at this many processes and threads of `nobody` (root is exempt, so only here).
+        rlimits["RLIMIT_NPROC"] = _env_int("ARK_CHILD_NPROC", 4096)
     cfg = dict(cfg, result_fd=write_fd, outputs_dir=str(dirs["outputs"]), scratch=str(scratch),
-               rlimits=child_rlimits(device, timeout_s), uid=uid, gid=uid)
+               rlimits=rlimits, uid=uid, gid=uid)
+    # Every process the child forks inherits this mark: after the run, any that left the child's
+    # process group (setsid, double fork) is found by it and killed.
+    mark = secrets.token_hex(12)
+    disk_limit = _env_int("ARK_CHILD_DISK_BYTES", 16 << 30)
     argv = [sys.executable, "-s", "-B", "-m", "gpu_worker.pipeline.child", json.dumps(cfg)]
     if prot["netns"]:
         argv = ["unshare", "-n", "--"] + argv
@@ -109,23 +125,33 @@ def run_child(cfg: dict, *, secret: str, timeout_s: float, scratch: Path, device
     t0 = time.monotonic()
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT,
-                                cwd=dirs["work"], env=child_env(dirs, device), close_fds=True,
-                                pass_fds=(write_fd,), start_new_session=True)
+                                cwd=dirs["work"], env={**child_env(dirs, device), "ARK_SANDBOX_MARK": mark},
+                                close_fds=True, pass_fds=(write_fd,), start_new_session=True)
     os.close(write_fd)
     buf = b""
     total = 0
     deadline = t0 + timeout_s
     done_at = None
+    next_disk_check = t0
     try:
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
                 run.timed_out = True
                 break
+            if time.monotonic() >= next_disk_check:
+                next_disk_check = time.monotonic() + 0.25
+                if _dir_bytes(scratch, limit=disk_limit) > disk_limit:
+                    run.messages.append({"type": "fatal", "code": "harness:disk",
+                                         "message": f"the child wrote more than {disk_limit} bytes to its scratch "
+                                                    "directory (its output included) and was killed"})
+                    break
             if done_at is not None and time.monotonic() - done_at > 3.0:
                 break  # it said it was done; do not wait for a slow teardown
-            ready, _, _ = select.select([read_fd], [], [], min(left, 1.0))
+            ready, _, _ = select.select([read_fd], [], [], min(left, 0.25))
             if not ready:
+                if proc.poll() is not None:
+                    break  # the child exited; a process it forked may hold the pipe open, but says nothing
                 continue
             chunk = os.read(read_fd, 1 << 16)
             if not chunk:
@@ -165,6 +191,9 @@ def run_child(cfg: dict, *, secret: str, timeout_s: float, scratch: Path, device
                 pass
         _kill_group(proc.pid)
         proc.wait()
+        escaped = _kill_marked(mark)
+        if escaped:
+            run.protections["escaped_processes_killed"] = escaped
         try:
             proc.stdin.close()
         except OSError:
@@ -186,3 +215,69 @@ def _kill_group(pgid: int) -> None:
         os.killpg(pgid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+def _dir_bytes(root: Path, *, limit: int, max_entries: int = 200_000) -> int:
+    """Bytes allocated under root; more than `limit` as soon as it is exceeded, or when there are more
+    than `max_entries` files (a flood of empty files fills a disk too)."""
+    total, seen, stack = 0, 0, [str(root)]
+    while stack:
+        try:
+            entries = os.scandir(stack.pop())
+        except OSError:
+            continue
+        with entries:
+            for entry in entries:
+                seen += 1
+                if seen > max_entries:
+                    return limit + 1
+                try:
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append(entry.path)
+                    else:
+                        st = entry.stat(follow_symlinks=False)
+                        total += max(st.st_size, st.st_blocks * 512)  # delayed allocation: blocks lag
+                except OSError:
+                    continue
+                if total > limit:
+                    return total
+    return total
+
+
+def _marked_pids(mark: str) -> list[int]:
+    needle = f"ARK_SANDBOX_MARK={mark}".encode()
+    pids = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as f:
+                if needle in f.read():
+                    pids.append(int(name))
+        except OSError:
+            continue
+    return pids
+
+
+def _kill_marked(mark: str, rounds: int = 50) -> int:
+    """SIGKILL every process that carries the child's mark (it escaped the process group), until two
+    passes in a row find none; returns how many were killed."""
+    if not os.path.isdir("/proc"):
+        return 0
+    killed, quiet = set(), 0
+    for _ in range(rounds):
+        pids = [p for p in _marked_pids(mark) if p != os.getpid()]
+        if not pids:
+            quiet += 1
+            if quiet >= 2:
+                break
+        else:
+            quiet = 0
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed.add(pid)
+            except (ProcessLookupError, PermissionError):
+                pass
+        time.sleep(0.05)
+    return len(killed)

@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
@@ -217,7 +218,7 @@ def rn_random_shape(profile: str, seed: int) -> Shape:
 
 def rn_benchmark_shapes(profile: str) -> list[Shape]:
     hidden = 8192
-    tokens = [1, 4, 64, 1024] if profile == "smoke" else [1 << k for k in range(0, 13)]  # 16 KB .. 64 MB
+    tokens = [1, 4, 64, 1024] if profile == "smoke" else [1 << k for k in range(13)]  # 16 KB .. 64 MB
     return [_rn_shape(t, hidden) for t in tokens]
 
 

@@ -38,7 +38,7 @@ POSTGRES_DROP = [
 def _run(statements_by_vendor):
     def apply(apps, schema_editor):
         for statement in statements_by_vendor.get(schema_editor.connection.vendor, []):
-            schema_editor.execute(statement)
+            schema_editor.execute(statement, params=None)  # None: psycopg 3 must not parse the '%' in RAISE
 
     return apply
 

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from pathlib import Path
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
@@ -33,11 +35,37 @@ def _read(path: Path):
 
 
 def _files(path: Path) -> list[Path]:
+    """The folder's JSON files and those of its `reports/` folder; a `reports/` folder also takes
+    the `latest.json` next to it."""
     if path.is_dir():
-        return sorted(p for p in path.glob("*.json") if p.is_file())
+        files = sorted(p for p in path.glob("*.json") if p.is_file())
+        files += sorted(p for p in (path / "reports").glob("*.json") if p.is_file())
+        sibling = path.parent / "latest.json"
+        if path.name == "reports" and sibling.is_file():
+            files.append(sibling)
+        return files
     if path.is_file():
         return [path]
     raise ValidationError(f"{path}: no such file or folder")
+
+
+_CANDIDATE_ARG = re.compile(r"--candidate\s+(\S+)")
+
+
+def _source_from_command(file: Path) -> str:
+    """The candidate's source, read from the repository path named in the report's `.cmd` file
+    (`python -m gpu_worker evaluate --candidate <path> ...`), when that file is still there."""
+    command = file.with_suffix(".cmd")
+    if not command.is_file():
+        return ""
+    match = _CANDIDATE_ARG.search(command.read_text(encoding="utf-8", errors="replace"))
+    if not match:
+        return ""
+    root = Path(settings.BASE_DIR).resolve()
+    candidate = (root / match.group(1)).resolve()
+    if not candidate.is_relative_to(root) or not candidate.is_file():
+        return ""
+    return candidate.read_text(encoding="utf-8")
 
 
 def _device_of(report: dict, records: list[dict]) -> tuple[str, str]:
@@ -65,7 +93,7 @@ def reports_import(*, path: Path, actor, thesis: Thesis | None = None) -> list[R
     for file in files:
         data = _read(file)
         digest.update(file.name.encode() + b"\0" + file.read_bytes())
-        if isinstance(data, list):
+        if isinstance(data, list) and file.name == "latest.json":
             records.extend(r for r in data if isinstance(r, dict))
         elif isinstance(data, dict) and data.get("schema") == policy.REPORT_SCHEMA:
             reports.append((file, data))
@@ -99,7 +127,7 @@ def reports_import(*, path: Path, actor, thesis: Thesis | None = None) -> list[R
                 budget_candidates=len(items), imported_from=str(path), imported_device=gpu, imported_date=date,
                 status=Run.Status.RUNNING, notice=f"Imported: measured on {gpu}" + (f" on {date}" if date else "") + ".")
             for number, (file, report) in enumerate(items, start=1):
-                source = _source_of(report)
+                source = _source_of(report) or _source_from_command(file)
                 candidate = Candidate.objects.create(
                     run=run, number=number, source=source, source_hash=source_hash(source), proposer=PROPOSER,
                     params=report.get("params") if isinstance(report.get("params"), dict) else {},

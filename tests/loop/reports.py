@@ -1,15 +1,13 @@
 """Reports in the `ark.report/1` schema, built the way the GPU pipeline writes them.
 
-No ark.report/1 file is committed yet under bench/results/h200; these follow the schema (stages
+Built to the schema, for cases the committed H200 reports (tests/loop/test_h200_measurements.py)
+do not cover; they follow it as gpu_worker/pipeline writes it (stages
 guard/verify/benchmark/e2e, benchmark.shapes[], e2e.points[], summary, verdict). The figures
 are shaped after REFERENCE.md §3 (dsa_topk on an H200: torch.topk k=2048 M=4 x 32K ~106 us).
-`h200_topk_report` assembles one from the real H200 measurements that are committed.
 """
 
 import copy
-import json
 import math
-from pathlib import Path
 
 H200 = {"kind": "h200", "gpu": "NVIDIA H200", "driver": "570.124", "sm_clock_mhz": 1980}
 
@@ -78,39 +76,3 @@ def crossover_report(**kw):
               shape_result(4, 262144, 1.30)]
     return report(shapes=shapes, **kw)
 
-
-H200_RESULTS = Path(__file__).resolve().parents[2] / "bench" / "results" / "h200"
-
-
-def h200_topk_report():
-    """A report assembled from real H200 measurements committed under bench/results/h200:
-    benchmark shapes from kernels-dev.json (dsa_topk/best against torch.topk, run 2; the ratio
-    interval from the p10/p90 of both, the A/A spread from torch.topk's own p10-p90), and the e2e
-    stage exactly as e2e_gate.json recorded it. None when those files or records are missing."""
-    try:
-        records = json.loads((H200_RESULTS / "kernels-dev.json").read_text())
-        gate = json.loads((H200_RESULTS / "e2e_gate.json").read_text())
-    except (OSError, ValueError):
-        return None
-    by_shape = {}
-    for r in records:
-        if r.get("target") == "dsa_topk" and r.get("run") == 2 and r.get("kernel") in ("dsa_topk/best", "torch.topk"):
-            by_shape.setdefault(tuple(r["shape"]), {})[r["kernel"]] = r
-    shapes = []
-    for (rows, n_ctx, k), pair in sorted(by_shape.items(), key=lambda item: (item[0][1], item[0][0])):
-        if len(pair) != 2:
-            continue
-        best, torch_topk = pair["dsa_topk/best"], pair["torch.topk"]
-        ratio = best["median_us"] / torch_topk["median_us"]
-        noise = (torch_topk["p90_us"] - torch_topk["p10_us"]) / torch_topk["median_us"] / 2
-        entry = shape_result(rows, n_ctx, ratio, noise=noise, incumbent_us=torch_topk["median_us"], floor=0.0)
-        entry["ratio_ci95"] = [best["p10_us"] / torch_topk["p90_us"], best["p90_us"] / torch_topk["p10_us"]]
-        entry["shape"]["k"] = k
-        shapes.append(entry)
-    if len(shapes) < 3 or not gate.get("points"):
-        return None
-    built = report(target="dsa_topk", shapes=shapes, points=gate["points"],
-                   hardware={"kind": "h200", "gpu": records[0].get("gpu"), "date": records[0].get("date")})
-    built["summary"]["floor_fraction"] = None
-    built["stages"]["e2e"] = gate
-    return built

@@ -17,6 +17,7 @@ from tests.loop.reports import report
 ONE_SHOT_US, ONE_SHOT_BYTES_PER_US = 6.2, 14_683.0
 NCCL_US, NCCL_BYTES_PER_US = 18.1, 100_000.0
 KB, MB = 1024, 1024 * 1024
+LINK_BYTES_PER_US = 450e3  # NVLink 4 per direction, spec sheet: only for the synthetic floor fraction
 
 
 def one_shot_us(b):
@@ -37,7 +38,7 @@ def shape_entry(shape, *, rel_ci=0.02, noise=0.005):
             "incumbent_aa": {"median_us": inc, "ci95_us": [inc * 0.99, inc * 1.01]},
             "default_median_us": inc, "ratio": ratio, "ratio_ci95": [ratio * (1 - rel_ci), ratio * (1 + rel_ci)],
             "noise_aa": noise, "delta": max(0.02, 2 * noise), "faster": ratio * (1 + rel_ci) < 1 - max(0.02, 2 * noise),
-            "floor_fraction": None}
+            "floor_fraction": ALLREDUCE.bytes_min(shape) / LINK_BYTES_PER_US / cand}
 
 
 def curve_report(**kw):

@@ -142,24 +142,33 @@ def test_the_fused_default_allreduce_rmsnorm_is_right(tmp_path):
     assert entry["status"] == "pass", entry["findings"]
 
 
-def test_the_seeds_cuda_path_compiles_for_sm90_with_system_scope_release_and_acquire(monkeypatch):
-    """Compiled, not run: there is no GPU here."""
-    import importlib.util
+COMPILE_SM90 = """
+import importlib.util, sys
+import triton
+from triton.backends.compiler import GPUTarget
+spec = importlib.util.spec_from_file_location("ark_seed_allreduce", sys.argv[1])
+seed = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(seed)
+src = triton.compiler.ASTSource(
+    fn=seed._one_shot_all_reduce,
+    signature={"x_ptr": "*bf16", "out_ptr": "*bf16", "buffer_ptrs": "*i64", "pad_ptrs": "*i64", "n": "i32",
+               "RANK": "constexpr", "WORLD": "constexpr", "BLOCK": "constexpr", "PEER_SYNC": "constexpr"},
+    constexprs={"RANK": 1, "WORLD": 2, "BLOCK": 2048, "PEER_SYNC": True})
+sys.stdout.write(triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 8}).asm["ptx"])
+"""
 
-    monkeypatch.delenv("TRITON_INTERPRET")  # compile the real kernel, not the interpreter's stand-in
 
-    import triton
-    from triton.backends.compiler import GPUTarget
+def test_the_seeds_cuda_path_compiles_for_sm90_with_system_scope_release_and_acquire():
+    """Compiled, not run: there is no GPU here. In its own process: Triton's interpreter mode and
+    real compilation do not mix in one process."""
+    import subprocess
+    import sys
 
-    spec = importlib.util.spec_from_file_location("ark_seed_allreduce", SEED)
-    seed = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(seed)
-    src = triton.compiler.ASTSource(
-        fn=seed._one_shot_all_reduce,
-        signature={"x_ptr": "*bf16", "out_ptr": "*bf16", "buffer_ptrs": "*i64", "pad_ptrs": "*i64", "n": "i32",
-                   "RANK": "constexpr", "WORLD": "constexpr", "BLOCK": "constexpr", "PEER_SYNC": "constexpr"},
-        constexprs={"RANK": 1, "WORLD": 2, "BLOCK": 2048, "PEER_SYNC": True})
-    ptx = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 8}).asm["ptx"]
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    done = subprocess.run([sys.executable, "-c", COMPILE_SM90, str(SEED)], capture_output=True, text=True,
+                          env=env, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    ptx = done.stdout
     assert len(re.findall(r"atom\.global\.release\.sys\.cas\.b32", ptx)) >= 2  # signal, at both barriers
     assert len(re.findall(r"atom\.global\.acquire\.sys\.cas\.b32", ptx)) >= 2  # wait, at both barriers
     assert "ld.global.cv" in ptx  # peer chunks are never served from a stale cache line
@@ -182,3 +191,40 @@ def test_rank_times_merge_to_the_slowest_rank_per_round():
     findings, (entry,), summary, _ = single.bench_results([merged], ALLREDUCE, None, wall_s=1.0)
     assert findings == [] and entry["candidate"]["median_us"] == 6.2 and entry["ratio"] < 0.5
     assert summary["geomean_speedup"] > 2.0
+
+
+def test_a_kernel_reading_buffers_nobody_wrote_this_call_gets_nan():
+    import importlib.util
+
+    from gpu_worker.distributed.comm import Comm
+    from gpu_worker.pipeline import interpreter_fix
+
+    interpreter_fix.install()
+    spec = importlib.util.spec_from_file_location("ark_seed_allreduce_cpu", SEED)
+    seed = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(seed)
+    comm = Comm(rank=0, world_size=2, group=None, device="cpu", capacity_bytes=4 * KB)
+    inputs = ALLREDUCE.all_inputs(SMALL[0], 1)
+    comm.stage = lambda x: None  # as if the peers' messages never arrived
+    comm.poison()
+    out = seed.forward(inputs[0][0], comm)
+    assert ALLREDUCE.check(out, inputs[0], ALLREDUCE.reference(inputs))[2] == "NaN in the output"
+
+
+def test_a_cuda_worker_with_one_gpu_says_it_needs_two(monkeypatch):
+    monkeypatch.setenv("ARK_DEVICE", "cuda")
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    report = evaluate_distributed({"target": "allreduce", "source": SEED.read_text(), "seed": 1})
+    assert report["verdict"]["reasons"] == ["worker:needs_gpus"]
+    assert report["verdict"]["message"] == "needs 2 GPUs, this worker has 1"
+    assert {s["status"] for s in report["stages"].values()} == {"unavailable"}
+
+
+def test_the_pipeline_entry_point_sends_multi_process_targets_to_the_distributed_runner():
+    from gpu_worker.pipeline import evaluate
+
+    report = evaluate({"candidate_id": "bad", "attempt": 1, "target": "allreduce", "source": "def forward(:",
+                       "incumbent_source": None, "profile": "smoke"})
+    assert report["target"] == "allreduce"
+    assert report["verdict"]["status"] == "fail"
+    assert any(f["code"] == "guard:syntax" for f in report["stages"]["guard"]["findings"])

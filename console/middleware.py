@@ -1,0 +1,47 @@
+"""A database that refuses connections (its connection limit reached, restarting) answers 503 with
+Retry-After, a page that says to try again, instead of a 500 (docs/reliability.md, Faults).
+
+Django turns an exception raised inside the middleware chain (the session and user lookups happen
+there) into a 500 response before an outer middleware sees it, so the error is noted on the request
+when Django signals it (`got_request_exception`, inside its except block) and the outermost
+middleware replaces that response."""
+
+import logging
+import sys
+
+from django.core.signals import got_request_exception
+from django.db import OperationalError
+from django.dispatch import receiver
+from django.http import HttpResponse
+
+log = logging.getLogger(__name__)
+RETRY_AFTER_S = 5
+PAGE = ("<!doctype html><title>ark: busy</title><h1>The database is busy</h1>"
+        "<p>ark could not get a database connection for this request. Please try again in a few seconds.</p>")
+
+
+def _unavailable(request) -> HttpResponse:
+    response = HttpResponse(PAGE, status=503, content_type="text/html; charset=utf-8")
+    response["Retry-After"] = str(RETRY_AFTER_S)
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+@receiver(got_request_exception)
+def _note_database_unavailable(sender, request=None, **kwargs):
+    if request is not None and isinstance(sys.exc_info()[1], OperationalError):
+        request.ark_database_unavailable = True
+
+
+class DatabaseUnavailableMiddleware:
+    """First in MIDDLEWARE: a request that failed on an OperationalError gets a 503."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        response = self.get_response(request)
+        if getattr(request, "ark_database_unavailable", False):
+            log.warning("503 for %s: the database refused a connection", request.path)
+            return _unavailable(request)
+        return response
