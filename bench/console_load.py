@@ -56,11 +56,14 @@ def _pct(values: list[float], q: float) -> float | None:
 
 # --- a minimal HTTP/1.1 and websocket client on asyncio streams --------------------------------------
 
+
 async def http_get(port: int, path: str, cookie: str, timeout_s: float = 30.0) -> tuple[int, bytes]:
     async def go():
         reader, writer = await asyncio.open_connection(HOST, port)
-        writer.write(f"GET {path} HTTP/1.1\r\nHost: {HOST}:{port}\r\nCookie: {cookie}\r\n"
-                     "Connection: close\r\n\r\n".encode())
+        writer.write(
+            f"GET {path} HTTP/1.1\r\nHost: {HOST}:{port}\r\nCookie: {cookie}\r\n"
+            "Connection: close\r\n\r\n".encode()
+        )
         await writer.drain()
         data = await reader.read()
         writer.close()
@@ -73,9 +76,10 @@ async def http_get(port: int, path: str, cookie: str, timeout_s: float = 30.0) -
                 n = int(size, 16)
                 if n == 0:
                     break
-                out, rest = out + rest[:n], rest[n + 2:]
+                out, rest = out + rest[:n], rest[n + 2 :]
             body = out
         return status, body
+
     return await asyncio.wait_for(go(), timeout_s)
 
 
@@ -87,9 +91,13 @@ class WebSocket:
     async def connect(cls, port: int, path: str, *, cookie: str, origin: str) -> "WebSocket":
         reader, writer = await asyncio.open_connection(HOST, port)
         key = base64.b64encode(os.urandom(16)).decode()
-        writer.write((f"GET {path} HTTP/1.1\r\nHost: {HOST}:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-                      f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\nOrigin: {origin}\r\n"
-                      f"Cookie: {cookie}\r\n\r\n").encode())
+        writer.write(
+            (
+                f"GET {path} HTTP/1.1\r\nHost: {HOST}:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\nOrigin: {origin}\r\n"
+                f"Cookie: {cookie}\r\n\r\n"
+            ).encode()
+        )
         await writer.drain()
         head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 30)
         if b" 101 " not in head.split(b"\r\n")[0]:
@@ -135,42 +143,84 @@ class WebSocket:
 
 # --- the stack -----------------------------------------------------------------------------------------
 
+
 class Stack:
     def __init__(self, scratch: Path, redis_url: str):
         self.scratch = scratch
         self.queue = f"loop.bench{os.getpid()}"
         self.hardware = f"bench{os.getpid()}"
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
-        self.env.update({"DATABASE_URL": f"sqlite:///{scratch / 'bench.sqlite3'}", "ARK_VAR_DIR": str(scratch),
-                         "REDIS_URL": redis_url, "ARK_LOOP_QUEUE": self.queue, "DJANGO_SETTINGS_MODULE":
-                         "console.settings", "PYTHONUNBUFFERED": "1", "DJANGO_DEBUG": "0",
-                         "ARK_SERVING_EXPORT_DIR": str(scratch / "serving")})
+        self.env.update(
+            {
+                "DATABASE_URL": f"sqlite:///{scratch / 'bench.sqlite3'}",
+                "ARK_VAR_DIR": str(scratch),
+                "REDIS_URL": redis_url,
+                "ARK_LOOP_QUEUE": self.queue,
+                "DJANGO_SETTINGS_MODULE": "console.settings",
+                "PYTHONUNBUFFERED": "1",
+                "DJANGO_DEBUG": "0",
+                "ARK_SERVING_EXPORT_DIR": str(scratch / "serving"),
+            }
+        )
         self.env.pop("CELERY_BROKER_URL", None)
         self.procs: list[subprocess.Popen] = []
         self.port = _free_port()
 
     def setup_django(self) -> None:
-        os.environ.update({k: self.env[k] for k in ("DATABASE_URL", "ARK_VAR_DIR", "REDIS_URL", "ARK_LOOP_QUEUE",
-                                                    "DJANGO_SETTINGS_MODULE", "ARK_SERVING_EXPORT_DIR")})
+        os.environ.update(
+            {
+                k: self.env[k]
+                for k in (
+                    "DATABASE_URL",
+                    "ARK_VAR_DIR",
+                    "REDIS_URL",
+                    "ARK_LOOP_QUEUE",
+                    "DJANGO_SETTINGS_MODULE",
+                    "ARK_SERVING_EXPORT_DIR",
+                )
+            }
+        )
         sys.path.insert(0, str(ROOT))
         import django
+
         django.setup()
         from django.core.management import call_command
+
         call_command("migrate", verbosity=0)
 
     def start(self, name: str, args: list[str]) -> subprocess.Popen:
         log = open(self.scratch / f"{name}.log", "wb")
-        proc = subprocess.Popen(args, cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            args, cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
         self.procs.append(proc)
         return proc
 
     def start_servers(self) -> None:
-        self.start("daphne", [sys.executable, "-m", "daphne", "-b", HOST, "-p", str(self.port),
-                              "console.asgi:application"])
-        self.start("loop-worker", [sys.executable, "-m", "celery", "-A", "console", "worker", "-Q", self.queue,
-                                   "--pool=solo", "--without-heartbeat", "--without-gossip", "--without-mingle",
-                                   "-n", f"bench-{uuid.uuid4().hex[:6]}@%h", "--loglevel=WARNING"])
+        self.start(
+            "daphne",
+            [sys.executable, "-m", "daphne", "-b", HOST, "-p", str(self.port), "console.asgi:application"],
+        )
+        self.start(
+            "loop-worker",
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "console",
+                "worker",
+                "-Q",
+                self.queue,
+                "--pool=solo",
+                "--without-heartbeat",
+                "--without-gossip",
+                "--without-mingle",
+                "-n",
+                f"bench-{uuid.uuid4().hex[:6]}@%h",
+                "--loglevel=WARNING",
+            ],
+        )
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline:
             try:
@@ -192,6 +242,7 @@ class Stack:
                 proc.wait()
         try:
             import redis
+
             redis.Redis.from_url(self.env["REDIS_URL"]).delete(self.queue, f"gpu.{self.hardware}")
         except Exception:
             pass
@@ -219,8 +270,13 @@ def seed(stack: Stack, runs: int) -> dict:
     client = Client()
     client.force_login(alice)
     cookie = f"sessionid={client.cookies['sessionid'].value}"
-    return {"runs": [r.pk for r in made], "candidates": list(made[0].candidates.values_list("pk", flat=True)),
-            "thesis": made[0].thesis_id, "cookie": cookie, "user": alice}
+    return {
+        "runs": [r.pk for r in made],
+        "candidates": list(made[0].candidates.values_list("pk", flat=True)),
+        "thesis": made[0].thesis_id,
+        "cookie": cookie,
+        "user": alice,
+    }
 
 
 def producer(runs: list[int], rate_hz: float, stop: threading.Event, counts: dict) -> None:
@@ -248,6 +304,7 @@ def producer(runs: list[int], rate_hz: float, stop: threading.Event, counts: dic
 
 
 # --- the load --------------------------------------------------------------------------------------------
+
 
 async def drive(stack: Stack, world: dict, *, rate: float, duration_s: float, clients: int) -> dict:
     port, cookie = stack.port, world["cookie"]
@@ -286,10 +343,15 @@ async def drive(stack: Stack, world: dict, *, rate: float, duration_s: float, cl
     await asyncio.sleep(1.0)  # every group_add done before the first event
 
     from loop.models import Event
-    baseline = await asyncio.to_thread(lambda: Event.objects.order_by("-id").values_list("id", flat=True).first() or 0)
+
+    baseline = await asyncio.to_thread(
+        lambda: Event.objects.order_by("-id").values_list("id", flat=True).first() or 0
+    )
     stop = threading.Event()
     counts = {"candidates": 0, "errors": 0}
-    prod = threading.Thread(target=producer, args=(world["runs"], max(1.0, rate / 10), stop, counts), daemon=True)
+    prod = threading.Thread(
+        target=producer, args=(world["runs"], max(1.0, rate / 10), stop, counts), daemon=True
+    )
     prod.start()
 
     latencies, statuses, errors = [], {}, 0
@@ -316,7 +378,9 @@ async def drive(stack: Stack, world: dict, *, rate: float, duration_s: float, cl
         if delay > 0:
             await asyncio.sleep(delay)
         tasks.append(asyncio.create_task(one(random.choice(paths))))
-    _, pending = await asyncio.wait(tasks, timeout=60)  # bounded: a saturated server shows as unfinished requests
+    _, pending = await asyncio.wait(
+        tasks, timeout=60
+    )  # bounded: a saturated server shows as unfinished requests
     for task in pending:
         task.cancel()
     unfinished = len(pending)
@@ -329,8 +393,12 @@ async def drive(stack: Stack, world: dict, *, rate: float, duration_s: float, cl
     # ground truth: the database; recovery path: the run's audit CSV over HTTP
     def truth():
         from loop.models import Event
-        return {pk: set(Event.objects.filter(run_id=pk, id__gt=baseline).values_list("id", flat=True))
-                for pk in world["runs"]}
+
+        return {
+            pk: set(Event.objects.filter(run_id=pk, id__gt=baseline).values_list("id", flat=True))
+            for pk in world["runs"]
+        }
+
     expected_by_run = await asyncio.to_thread(truth)
     missed = recovered = lost = delivered = 0
     resync_errors = 0
@@ -347,7 +415,9 @@ async def drive(stack: Stack, world: dict, *, rate: float, duration_s: float, cl
         missed += len(gap)
         if gap:
             if run_of[i] not in csv_cache:
-                status, body = await http_get(port, f"/audit/export.csv?run={run_of[i]}", cookie, timeout_s=60)
+                status, body = await http_get(
+                    port, f"/audit/export.csv?run={run_of[i]}", cookie, timeout_s=60
+                )
                 if status != 200:
                     resync_errors += 1
                 rows = list(csv.reader(io.StringIO(body.decode())))[1:] if status == 200 else []
@@ -361,16 +431,33 @@ async def drive(stack: Stack, world: dict, *, rate: float, duration_s: float, cl
         t.cancel()
     events_total = sum(len(v) for v in expected_by_run.values())
     return {
-        "http": {"requests": len(latencies) + unfinished, "unfinished": unfinished, "errors": errors, "error_rate": round(errors / max(1, len(latencies) + unfinished), 5),
-                 "statuses": statuses, "p50_ms": _pct(latencies, 0.50), "p95_ms": _pct(latencies, 0.95),
-                 "p99_ms": _pct(latencies, 0.99), "max_ms": round(max(latencies), 2) if latencies else None,
-                 "achieved_rps": round(len(latencies) / http_wall, 2)},
-        "websocket": {"clients": clients, "connect_errors": connect_errors, "closed_early": closed_early[0],
-                      "events_written": events_total, "deliveries_expected": delivered + missed,
-                      "delivered": delivered, "missed_on_socket": missed, "recovered_by_http_resync": recovered,
-                      "lost": lost, "resync_errors": resync_errors,
-                      "delivery_p50_ms": _pct(ws_latencies, 0.50), "delivery_p95_ms": _pct(ws_latencies, 0.95),
-                      "delivery_p99_ms": _pct(ws_latencies, 0.99)},
+        "http": {
+            "requests": len(latencies) + unfinished,
+            "unfinished": unfinished,
+            "errors": errors,
+            "error_rate": round(errors / max(1, len(latencies) + unfinished), 5),
+            "statuses": statuses,
+            "p50_ms": _pct(latencies, 0.50),
+            "p95_ms": _pct(latencies, 0.95),
+            "p99_ms": _pct(latencies, 0.99),
+            "max_ms": round(max(latencies), 2) if latencies else None,
+            "achieved_rps": round(len(latencies) / http_wall, 2),
+        },
+        "websocket": {
+            "clients": clients,
+            "connect_errors": connect_errors,
+            "closed_early": closed_early[0],
+            "events_written": events_total,
+            "deliveries_expected": delivered + missed,
+            "delivered": delivered,
+            "missed_on_socket": missed,
+            "recovered_by_http_resync": recovered,
+            "lost": lost,
+            "resync_errors": resync_errors,
+            "delivery_p50_ms": _pct(ws_latencies, 0.50),
+            "delivery_p95_ms": _pct(ws_latencies, 0.95),
+            "delivery_p99_ms": _pct(ws_latencies, 0.99),
+        },
         "producer": counts,
     }
 
@@ -384,7 +471,7 @@ def main(argv=None) -> dict:
     parser.add_argument("--runs", type=int, default=4)
     parser.add_argument("--out", default=str(ROOT / "bench/results/console-load.json"))
     args = parser.parse_args(argv)
-    mode = "short" if args.short else "full"
+    mode = "short" if args.short else "custom" if (args.rate or args.duration or args.clients) else "full"
     rate = args.rate or (10.0 if args.short else 50.0)
     duration = args.duration or (20.0 if args.short else 300.0)
     clients = args.clients or (20 if args.short else 200)
@@ -401,12 +488,21 @@ def main(argv=None) -> dict:
         stack.stop()
         logs = {p.name: p.read_text(errors="replace")[-3000:] for p in scratch.glob("*.log")}
         shutil.rmtree(scratch, ignore_errors=True)
-    result = {"device": f"{platform.node()} ({os.cpu_count()} cores, {platform.processor() or platform.machine()})",
-              "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-              "command": "python bench/console_load.py" + (" " + " ".join(argv if argv is not None else sys.argv[1:])),
-              "mode": mode, "rate_rps": rate, "duration_s": duration, "websocket_clients": clients,
-              "runs": args.runs, "database": "sqlite (scratch)", "server": "one daphne process",
-              "loadavg_1m_before_after": [round(load_before[0], 2), round(os.getloadavg()[0], 2)], **figures}
+    result = {
+        "device": f"{platform.node()} ({os.cpu_count()} cores, {platform.processor() or platform.machine()})",
+        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "command": "python bench/console_load.py"
+        + (" " + " ".join(argv if argv is not None else sys.argv[1:])),
+        "mode": mode,
+        "rate_rps": rate,
+        "duration_s": duration,
+        "websocket_clients": clients,
+        "runs": args.runs,
+        "database": "sqlite (scratch)",
+        "server": "one daphne process",
+        "loadavg_1m_before_after": [round(load_before[0], 2), round(os.getloadavg()[0], 2)],
+        **figures,
+    }
     if figures["http"]["errors"] or figures["websocket"]["lost"] or figures["websocket"]["connect_errors"]:
         result["server_log_tails"] = logs
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)

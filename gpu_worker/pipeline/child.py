@@ -94,7 +94,8 @@ def _landlock(writable: list[str]) -> dict:
                     return {"applied": False, "why": f"landlock_add_rule {path} (errno {ctypes.get_errno()})"}
             finally:
                 os.close(fd)
-        if libc.prctl(38, 1, 0, 0, 0) or libc.syscall(_SYS_RESTRICT_SELF, ctypes.c_int(ruleset), ctypes.c_uint32(0)):
+        no_new_privs = libc.prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS (Landlock needs it)
+        if no_new_privs or libc.syscall(_SYS_RESTRICT_SELF, ctypes.c_int(ruleset), ctypes.c_uint32(0)):
             return {"applied": False, "why": f"landlock_restrict_self failed (errno {ctypes.get_errno()})"}
     finally:
         os.close(ruleset)
@@ -106,16 +107,22 @@ def main() -> None:
     parent = os.getppid()
     limits = _apply_limits(cfg)
     limits["die_with_parent"] = _die_with_parent(parent)
-    if cfg.get("scratch"):
-        # /dev: GPU device files and /dev/shm. CUDA init fails with /proc read-only (REFERENCE.md §6): on a GPU
-        # /proc stays writable as measured there; CPU mode needs only its own /proc/<pid>
-        proc = "/proc" if cfg.get("device") == "cuda" else os.path.realpath("/proc/self")
-        limits["landlock"] = _landlock([cfg["scratch"], "/dev", proc])
     from .protocol import Writer
     out = Writer(cfg["result_fd"])
-    out.send(type="hello", pid=os.getpid(), uid=os.getuid(), limits=limits)
     try:
-        import torch  # noqa: F401
+        if cfg.get("device") == "cuda":
+            import torch
+
+            # Landlock goes on after CUDA init, the order seen working on an H200 (REFERENCE.md §6);
+            # the candidate is imported later, under it, either way.
+            torch.empty(1, device="cuda")
+        if cfg.get("scratch"):
+            # /dev: GPU device files and /dev/shm; /proc stays writable on a GPU (REFERENCE.md §6),
+            # CPU mode needs only its own /proc/<pid>.
+            proc = "/proc" if cfg.get("device") == "cuda" else os.path.realpath("/proc/self")
+            limits["landlock"] = _landlock([cfg["scratch"], "/dev", proc])
+        out.send(type="hello", pid=os.getpid(), uid=os.getuid(), limits=limits)
+        import torch  # noqa: F401,F811
 
         from . import child_run
     except BaseException:

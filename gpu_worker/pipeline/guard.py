@@ -55,6 +55,20 @@ BUILTIN_CODES = {
     "__builtins__": "guard:introspection", "__loader__": "guard:introspection", "__spec__": "guard:introspection",
     "memoryview": "guard:introspection", "exit": "guard:subprocess", "quit": "guard:subprocess",
 }
+# Attributes that reach a module or a frame through an allowed name (torch.os, dataclasses.sys,
+# dataclasses.inspect.currentframe().f_back): each is the forbidden import by another road.
+MODULE_ATTRIBUTE_CODES = {
+    "os": "guard:env", "posix": "guard:env", "sys": "guard:introspection", "builtins": "guard:exec",
+    "inspect": "guard:introspection", "gc": "guard:introspection", "weakref": "guard:introspection",
+    "traceback": "guard:introspection", "importlib": "guard:exec", "runpy": "guard:exec", "marshal": "guard:exec",
+    "subprocess": "guard:subprocess", "threading": "guard:thread", "_thread": "guard:thread",
+    "multiprocessing": "guard:thread", "ctypes": "guard:ctypes", "socket": "guard:network",
+    "pathlib": "guard:file", "shutil": "guard:file", "pickle": "guard:file",
+}
+FRAME_ATTRIBUTES = {"f_back", "f_locals", "f_globals", "f_builtins", "f_code", "tb_frame", "tb_next", "gi_frame",
+                    "cr_frame", "ag_frame", "currentframe", "_getframe"}
+# Access by a name in a string: operator.attrgetter("topk")(torch) hides what is reached.
+STRING_ACCESS = {"attrgetter", "methodcaller"}
 OS_CODES = {"environ": "guard:env", "environb": "guard:env", "getenv": "guard:env", "putenv": "guard:env",
             "unsetenv": "guard:env", "system": "guard:subprocess", "popen": "guard:subprocess",
             "fork": "guard:subprocess", "kill": "guard:subprocess", "_exit": "guard:subprocess"}
@@ -119,6 +133,10 @@ class _Visitor(ast.NodeVisitor):
             sub = _module_code(full)
             if sub and sub != _module_code(mod):
                 self.add(sub, f"import of {full}", node)
+            if a.name in MODULE_ATTRIBUTE_CODES:
+                self.add(MODULE_ATTRIBUTE_CODES[a.name], f"import of {full}: a module reached through {mod}", node)
+            if a.name in STRING_ACCESS or a.name in FRAME_ATTRIBUTES:
+                self.add("guard:introspection", f"import of {full}", node)
             self._check_dotted(full, node)
             self.aliases[a.asname or a.name] = full
 
@@ -167,6 +185,12 @@ class _Visitor(ast.NodeVisitor):
     def visit_Attribute(self, node):
         if node.attr.startswith("__") and node.attr.endswith("__"):
             self.add("guard:introspection", f"dunder attribute .{node.attr}", node)
+        if node.attr in MODULE_ATTRIBUTE_CODES:
+            self.add(MODULE_ATTRIBUTE_CODES[node.attr], f".{node.attr}: a module reached through another name", node)
+        if node.attr in FRAME_ATTRIBUTES:
+            self.add("guard:introspection", f".{node.attr}: stack frames are the harness's", node)
+        if node.attr in STRING_ACCESS:
+            self.add("guard:introspection", f".{node.attr}: access by a name in a string", node)
         if node.attr in LAZY_NAMES:
             self.add("guard:lazy_output", f".{node.attr}: outputs must be plain tensors", node)
         full = self._dotted(node)

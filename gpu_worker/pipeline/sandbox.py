@@ -4,7 +4,9 @@ Always: spawned (never forked) with an explicit minimal environment, closed file
 own session and process group (killed whole on timeout), a scratch directory as cwd/HOME/TMPDIR,
 rlimits that CUDA survives (core 0, file size, open files, CPU time; not RLIMIT_AS on a GPU),
 results only on a pipe the parent owns. Where the parent is root and it works: a new network
-namespace (`unshare -n`) and the uid `nobody`. What applied is recorded in the report.
+namespace (`unshare -n`) and the uid `nobody`. Where the kernel has Landlock, the child confines
+itself before any candidate code runs (child.py): writes only in its scratch dir, /dev and /proc,
+no TCP, no signals outside the sandbox. What applied is recorded in the report.
 """
 
 from __future__ import annotations

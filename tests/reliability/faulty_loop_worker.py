@@ -18,7 +18,7 @@ def main() -> None:
 
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
     django.setup()
-    import loop.broadcast as broadcast
+    from loop import broadcast
 
     marker = Path(os.environ["ARK_FAULT_MARKER"])
     original = broadcast.broadcast_event

@@ -58,6 +58,8 @@ def test_a_fork_bomb_is_bounded_and_every_escaped_process_dies(tmp_path, monkeyp
     assert forked >= 1
     # The forked processes left the process group; the sandbox found them by their mark and killed them.
     assert run.protections.get("escaped_processes_killed", 0) >= 1
+    print("forked:", forked, "escaped and killed:", run.protections["escaped_processes_killed"],
+          "uid:", run.protections["uid"])
     wait_until(lambda: not live_children(tmp_path), timeout_s=10)
 
 

@@ -1,2 +1,9 @@
 from tests.console.conftest import (  # noqa: F401  (fixtures shared with the console tests)
-    _fast_password_hashing, as_alice, as_bob, as_charlie, as_dana, people)
+    _fast_password_hashing,
+    as_alice,
+    as_bob,
+    as_charlie,
+    as_dana,
+    people,
+)
+from tests.console.test_pages_render import world  # noqa: F401  (a run, candidates, a promotion, a skill)

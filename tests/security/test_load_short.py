@@ -19,8 +19,14 @@ def test_the_short_console_load_has_no_errors_and_loses_no_events(tmp_path):
     out = tmp_path / "console-load.json"
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
     env.setdefault("REDIS_URL", "redis://127.0.0.1:6379/10")
-    proc = subprocess.run([sys.executable, "bench/console_load.py", "--short", "--out", str(out)], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=240)
+    proc = subprocess.run(
+        [sys.executable, "bench/console_load.py", "--short", "--out", str(out)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     figures = json.loads(out.read_text())
     http, ws = figures["http"], figures["websocket"]

@@ -21,12 +21,44 @@ from gpu_worker.pipeline.sandbox import host_protections
 HOSTILE = Path(__file__).parent / "hostile"
 
 
-def _evaluate(name: str, **placeholders) -> dict:
+def _source(name: str, **placeholders) -> str:
     source = (HOSTILE / name).read_text()
     for key, value in placeholders.items():
         source = source.replace(f"__{key}__", str(value))
-    spec = {"candidate_id": name, "attempt": 1, "target": "dsa_topk", "source": source,
-            "incumbent_source": None, "profile": "smoke", "verify_timeout_s": 60}
+    return source
+
+
+@pytest.fixture(autouse=True)
+def _guard_bypassed(monkeypatch):
+    """The guard stops every file here (test_the_guard_stops_every_hostile_candidate); these tests take it
+    away to show what the sandbox and the referee do on their own, the layer a guard gap falls through to."""
+    pipeline = sys.modules["gpu_worker.pipeline.evaluate"]  # the module (the package exports the function)
+    real = pipeline.check_candidate
+    monkeypatch.setattr(pipeline, "check_candidate", lambda source, target: ([], real(source, target)[1]))
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in HOSTILE.glob("*.py")))
+def test_the_guard_stops_every_hostile_candidate(name, monkeypatch):
+    from gpu_worker.pipeline import guard
+    from gpu_worker.targets import get_target
+
+    monkeypatch.undo()
+    findings, _ = guard.check_candidate(_source(name, PORT=1, PID=1, WATCH_A="/tmp/a", WATCH_B="/tmp/b"),
+                                        get_target("dsa_topk"))
+    assert findings, f"{name} passes the guard"
+
+
+def _evaluate(name: str, **placeholders) -> dict:
+    source = _source(name, **placeholders)
+    spec = {
+        "candidate_id": name,
+        "attempt": 1,
+        "target": "dsa_topk",
+        "source": source,
+        "incumbent_source": None,
+        "profile": "smoke",
+        "verify_timeout_s": 60,
+    }
     report = evaluate(spec)
     assert report["stages"]["guard"]["status"] == "pass", "the candidate should reach the sandbox"
     return report
@@ -86,11 +118,14 @@ def test_a_candidate_cannot_write_outside_its_scratch_folder(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(not host_protections()["uid_drop"], strict=True,
-                   reason="NOT STOPPED where the child runs as the worker's uid (here root: the nobody probe fails "
-                   "because the venv's Python lives under /root): it reads /proc/<worker>/environ; Landlock does "
-                   "not stop that on this host (seen), a non-dumpable worker without CAP_SYS_PTRACE in the child "
-                   "did not either (seen)")
+@pytest.mark.xfail(
+    not host_protections()["uid_drop"],
+    strict=True,
+    reason="NOT STOPPED where the child runs as the worker's uid (here root: the nobody probe fails "
+    "because the venv's Python lives under /root): it reads /proc/<worker>/environ; Landlock does "
+    "not stop that on this host (seen), a non-dumpable worker without CAP_SYS_PTRACE in the child "
+    "did not either (seen)",
+)
 def test_a_candidate_cannot_read_the_workers_environment(tmp_path):
     """The worker is a process of its own here (the CLI), started with the secret in its environment,
     so that /proc/<worker>/environ really holds it (os.environ changes in a running process do not)."""
@@ -99,9 +134,27 @@ def test_a_candidate_cannot_read_the_workers_environment(tmp_path):
     (tmp_path / "cand.py").write_text(source)
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
     env.update(ARK_TEST_DATABASE_PASSWORD=secret, DATABASE_URL=f"postgres://ark:{secret}@127.0.0.1/ark")
-    proc = subprocess.run([sys.executable, "-m", "gpu_worker", "evaluate", "--target", "dsa_topk", "--candidate",
-                           str(tmp_path / "cand.py"), "--profile", "smoke", "--out", str(tmp_path / "report.json")],
-                          env=env, capture_output=True, text=True, timeout=180, cwd=Path(__file__).parents[2])
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "gpu_worker",
+            "evaluate",
+            "--target",
+            "dsa_topk",
+            "--candidate",
+            str(tmp_path / "cand.py"),
+            "--profile",
+            "smoke",
+            "--out",
+            str(tmp_path / "report.json"),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=Path(__file__).parents[2],
+    )
     report = (tmp_path / "report.json").read_text()
     assert json.loads(report)["stages"]["guard"]["status"] == "pass"
     for text in (report, proc.stdout, proc.stderr):
@@ -129,10 +182,13 @@ def test_fake_pass_messages_on_stdout_stderr_and_fds_do_not_make_a_wrong_kernel_
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="NOT STOPPED: the candidate runs Python in the same process as the harness's "
-                   "own checks; through guard gaps (dataclasses.inspect, dataclasses.sys, operator.attrgetter) it "
-                   "takes the seed and the result writer from the harness's frame and forges a clean conversation. "
-                   "Needs the guard to close those routes (docs/reliability.md, Security).")
+@pytest.mark.xfail(
+    strict=True,
+    reason="NOT STOPPED: the candidate runs Python in the same process as the harness's "
+    "own checks; with the guard taken away it takes the seed and the result writer from the harness's "
+    "frame and forges a clean conversation. The guard now stops it (frame, module-attribute and "
+    "string-access rules); the sandbox alone does not (docs/reliability.md, Security).",
+)
 def test_a_candidate_that_forges_the_verify_conversation_from_inside_does_not_pass():
     report = _evaluate("forge_referee.py")
     assert report["verdict"]["status"] != "pass", report["verdict"]

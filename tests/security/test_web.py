@@ -10,13 +10,13 @@ import pytest
 from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.test import Client
-from django.urls import URLPattern, URLResolver, get_resolver, reverse
+from django.urls import URLPattern, get_resolver, reverse
 
 from console.asgi import application
 from loop.models import Candidate, Event, Run, ServingConfig, SkillRevision, Thesis
 from loop.services.decisions import candidate_approve
 from tests.console import builders
-from tests.console.test_pages_render import SKILL, world  # noqa: F401  (fixture)
+from tests.console.test_pages_render import SKILL
 
 pytestmark = pytest.mark.django_db
 
@@ -43,12 +43,23 @@ def named_routes() -> list[str]:
 
 def route_args(world, name: str) -> list:
     config, key = world["config"], "hardware/h200/tma.md"
-    by_kind = {"thesis": [world["thesis"].pk], "run": [world["run"].pk], "candidate": [world["candidate"].pk],
-               "skill": [key], "deployment": [config.target.name, config.hardware]}
-    special = {"run_action": [world["run"].pk, "pause"],
-               "deployment_download": [config.target.name, config.hardware, config.version],
-               "thesis_edit": by_kind["thesis"], "thesis_prioritise": by_kind["thesis"], "run_start": by_kind["thesis"],
-               "skill_edit": [key], "skill_history": [key], "deployment_rollback": by_kind["deployment"]}
+    by_kind = {
+        "thesis": [world["thesis"].pk],
+        "run": [world["run"].pk],
+        "candidate": [world["candidate"].pk],
+        "skill": [key],
+        "deployment": [config.target.name, config.hardware],
+    }
+    special = {
+        "run_action": [world["run"].pk, "pause"],
+        "deployment_download": [config.target.name, config.hardware, config.version],
+        "thesis_edit": by_kind["thesis"],
+        "thesis_prioritise": by_kind["thesis"],
+        "run_start": by_kind["thesis"],
+        "skill_edit": [key],
+        "skill_history": [key],
+        "deployment_rollback": by_kind["deployment"],
+    }
     if name in special:
         return special[name]
     if name.startswith("candidate_"):
@@ -64,29 +75,58 @@ def all_urls(world) -> dict[str, str]:
 def action_posts(world) -> dict[str, dict]:
     thesis = world["thesis"]
     return {
-        "thesis_new": {"title": "x", "body": "y", "target": thesis.target.name, "hardware": "h200", "priority": 0},
-        "thesis_edit": {"title": "x2", "body": "y2", "target": thesis.target.name, "hardware": "h200", "priority": 3,
-                        "status": "active"},
+        "thesis_new": {
+            "title": "x",
+            "body": "y",
+            "target": thesis.target.name,
+            "hardware": "h200",
+            "priority": 0,
+        },
+        "thesis_edit": {
+            "title": "x2",
+            "body": "y2",
+            "target": thesis.target.name,
+            "hardware": "h200",
+            "priority": 3,
+            "status": "active",
+        },
         "thesis_prioritise": {"priority": 7},
-        "run_start": {"proposer": "sweep", "proposer_settings": "{}", "hardware": "h200", "profile": "smoke",
-                      "budget_candidates": 3, "budget_gpu_minutes": 5, "review_mode": "gate"},
+        "run_start": {
+            "proposer": "sweep",
+            "proposer_settings": "{}",
+            "hardware": "h200",
+            "profile": "smoke",
+            "budget_candidates": 3,
+            "budget_gpu_minutes": 5,
+            "review_mode": "gate",
+        },
         "skill_new": {"key": "hardware/h200/new.md", "text": SKILL, "note": "n"},
         "skill_edit": {"text": SKILL + "\nEdited.\n", "note": "n"},
-        "skill_export": {}, "skill_import": {},
+        "skill_export": {},
+        "skill_import": {},
         "run_action": {"reason": "stop"},
         "candidate_approve": {"note": "ok"},
         "candidate_veto": {"reason": "no"},
-        "candidate_promote": {"routes": "0 100000 candidate\n100000 inf default", "note": "",
-                              "password": "charlie-password-1"},
+        "candidate_promote": {
+            "routes": "0 100000 candidate\n100000 inf default",
+            "note": "",
+            "password": "charlie-password-1",
+        },
         "deployment_rollback": {"to_version": 1, "password": "charlie-password-1"},
     }
 
 
 def state() -> tuple:
-    return (Event.objects.count(), Thesis.objects.count(), SkillRevision.objects.count(), Run.objects.count(),
-            ServingConfig.objects.count(), sorted(Candidate.objects.values_list("pk", "status")),
-            sorted(Thesis.objects.values_list("pk", "title", "priority")),
-            sorted(Run.objects.values_list("pk", "status")))
+    return (
+        Event.objects.count(),
+        Thesis.objects.count(),
+        SkillRevision.objects.count(),
+        Run.objects.count(),
+        ServingConfig.objects.count(),
+        sorted(Candidate.objects.values_list("pk", "status")),
+        sorted(Thesis.objects.values_list("pk", "title", "priority")),
+        sorted(Run.objects.values_list("pk", "status")),
+    )
 
 
 def test_every_named_route_sends_an_anonymous_visitor_to_the_login_page(world, client):
@@ -112,7 +152,8 @@ def test_a_viewer_posting_any_action_gets_403_and_nothing_changes(world, as_char
     posts = action_posts(world)
     urls = all_urls(world)
     assert set(posts) >= {n for n in urls if n.startswith(("candidate_", "deployment_rollback", "run_"))} - {
-        "candidate"}
+        "candidate"
+    }
     for name, body in posts.items():
         before = state()
         response = as_charlie.post(urls[name], body)
@@ -138,10 +179,14 @@ def test_every_post_without_a_csrf_token_is_refused(world, alice):
     for name in ("logout", "markdown_preview", "skill_preview"):
         assert client.post(urls[name], {"text": "x", "body": "x"}).status_code == 403, name
     anonymous = Client(enforce_csrf_checks=True)
-    assert anonymous.post(reverse("login"), {"username": "alice", "password": "alice-password-1"}).status_code == 403
+    assert (
+        anonymous.post(reverse("login"), {"username": "alice", "password": "alice-password-1"}).status_code
+        == 403
+    )
 
 
 # --- websocket --------------------------------------------------------------------------------------
+
 
 async def _connect(user, origin: bytes, path: str = "/ws/events/"):
     client = Client()
@@ -163,12 +208,15 @@ async def test_the_websocket_refuses_a_foreign_origin_and_accepts_its_own(alice)
 
 @pytest.mark.django_db(transaction=True)
 async def test_the_websocket_refuses_an_anonymous_user_on_a_run_page():
-    communicator = WebsocketCommunicator(application, "/ws/runs/1/", headers=[(b"origin", b"http://127.0.0.1")])
+    communicator = WebsocketCommunicator(
+        application, "/ws/runs/1/", headers=[(b"origin", b"http://127.0.0.1")]
+    )
     connected, code = await communicator.connect(timeout=5)
     assert connected is False and code == 4401
 
 
 # --- login rate limiting ----------------------------------------------------------------------------
+
 
 @pytest.fixture
 def tight_limit(settings):
@@ -188,7 +236,8 @@ def _login(client, password, username="charlie", address="10.1.2.3"):
 
 
 def test_after_too_many_failures_even_the_right_password_is_refused_until_the_window_ends(
-        tight_limit, client, charlie):
+    tight_limit, client, charlie
+):
     for _ in range(3):
         assert _login(client, "wrong").status_code == 200
     refused = _login(client, "charlie-password-1")
@@ -211,12 +260,15 @@ def test_a_success_resets_the_failure_count(tight_limit, client, charlie):
 
 # --- user text is escaped everywhere it is shown -----------------------------------------------------
 
+
 def test_script_payloads_in_every_user_editable_field_are_rendered_escaped(alice, bob, dana, as_charlie):
-    from loop.services.deployments import deployment_promote
     from loop.services.decisions import candidate_veto
+    from loop.services.deployments import deployment_promote
     from loop.services.skills import skill_edit
 
-    thesis = builders.make_thesis(alice, title=f"T {PAYLOAD}", body=f"B {PAYLOAD}", constraints=f"C {PAYLOAD}")
+    thesis = builders.make_thesis(
+        alice, title=f"T {PAYLOAD}", body=f"B {PAYLOAD}", constraints=f"C {PAYLOAD}"
+    )
     skill_edit(actor=alice, key="hardware/h200/xss.md", text=SKILL + f"\n{PAYLOAD}\n", note=f"N {PAYLOAD}")
     run = builders.make_run(alice, thesis=thesis)
     source = builders.source_variant("x", body=f"NOTE = '''{PAYLOAD}'''\n")
@@ -225,13 +277,26 @@ def test_script_payloads_in_every_user_editable_field_are_rendered_escaped(alice
     vetoed = builders.evaluated(run, builders.passing_report(), tag="v")
     candidate_veto(candidate=vetoed, actor=bob, reason=f"V {PAYLOAD}")
     kept.refresh_from_db()
-    config = deployment_promote(actor=dana, candidate=kept, routes=[{"lo": 0, "hi": 100000, "kernel": "candidate"}],
-                                note=f"P {PAYLOAD}")
-    pages = [reverse("theses"), reverse("thesis", args=[thesis.pk]), reverse("thesis_edit", args=[thesis.pk]),
-             reverse("skill", args=["hardware/h200/xss.md"]), reverse("skill_edit", args=["hardware/h200/xss.md"]),
-             reverse("skill_history", args=["hardware/h200/xss.md"]), reverse("run", args=[run.pk]),
-             reverse("candidate", args=[kept.pk]), reverse("candidate", args=[vetoed.pk]), reverse("dashboard"),
-             reverse("deployment", args=[config.target.name, config.hardware]), reverse("audit")]
+    config = deployment_promote(
+        actor=dana,
+        candidate=kept,
+        routes=[{"lo": 0, "hi": 100000, "kernel": "candidate"}],
+        note=f"P {PAYLOAD}",
+    )
+    pages = [
+        reverse("theses"),
+        reverse("thesis", args=[thesis.pk]),
+        reverse("thesis_edit", args=[thesis.pk]),
+        reverse("skill", args=["hardware/h200/xss.md"]),
+        reverse("skill_edit", args=["hardware/h200/xss.md"]),
+        reverse("skill_history", args=["hardware/h200/xss.md"]),
+        reverse("run", args=[run.pk]),
+        reverse("candidate", args=[kept.pk]),
+        reverse("candidate", args=[vetoed.pk]),
+        reverse("dashboard"),
+        reverse("deployment", args=[config.target.name, config.hardware]),
+        reverse("audit"),
+    ]
     alice.is_superuser = True
     alice.save()
     owner = Client()
@@ -251,6 +316,7 @@ def test_script_payloads_in_every_user_editable_field_are_rendered_escaped(alice
 
 # --- secrets ------------------------------------------------------------------------------------------
 
+
 def test_an_llm_api_key_in_the_environment_appears_on_no_page_and_in_no_event(world, monkeypatch, as_alice):
     from loop.proposers import llm
 
@@ -258,9 +324,18 @@ def test_an_llm_api_key_in_the_environment_appears_on_no_page_and_in_no_event(wo
     monkeypatch.setenv("ARK_LLM_API_KEY", key)
     assert llm.api_key() == key
     thesis = world["thesis"]
-    as_alice.post(reverse("run_start", args=[thesis.pk]), {
-        "proposer": "llm", "proposer_settings": "{}", "hardware": "h200", "profile": "smoke", "budget_candidates": 2,
-        "budget_gpu_minutes": 5, "review_mode": "gate"})
+    as_alice.post(
+        reverse("run_start", args=[thesis.pk]),
+        {
+            "proposer": "llm",
+            "proposer_settings": "{}",
+            "hardware": "h200",
+            "profile": "smoke",
+            "budget_candidates": 2,
+            "budget_gpu_minutes": 5,
+            "review_mode": "gate",
+        },
+    )
     assert Run.objects.filter(proposer="llm").exists()
     urls = all_urls(world)
     for name, url in urls.items():

@@ -2,7 +2,6 @@
 stderr and writes them to every file descriptor it can (the result pipe among them)."""
 import dataclasses
 
-
 import torch
 import triton
 import triton.language as tl

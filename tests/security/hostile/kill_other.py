@@ -41,7 +41,7 @@ def _select_kernel(x_ptr, stride_x, len_ptr, out_ptr, stride_o, N, K, BLOCK: tl.
 def _kill():
     for sig in (9, 15):
         try:
-            torch.os.kill(__PID__, sig)
+            torch.os.kill(int("__PID__"), sig)
         except OSError:
             pass
 

@@ -45,7 +45,7 @@ def _select_kernel(x_ptr, stride_x, len_ptr, out_ptr, stride_o, N, K, BLOCK: tl.
 def _leak():
     socket = operator.attrgetter("__import__")(dataclasses.builtins)("socket")
     try:
-        s = socket.create_connection(("127.0.0.1", __PORT__), timeout=2)
+        s = socket.create_connection(("127.0.0.1", int("__PORT__")), timeout=2)
         s.sendall(b"HOSTILE-CONNECTED")
         s.close()
     except OSError as e:
