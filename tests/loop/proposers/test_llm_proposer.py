@@ -166,3 +166,21 @@ def test_an_answer_arriving_after_the_run_stopped_records_nothing(llm_run, chat,
     chat.replies.append("no code")
     assert llm.propose(Run.objects.get(pk=llm_run.pk)) is None
     assert not Candidate.objects.filter(run=llm_run).exists()
+
+
+def test_an_edit_in_the_console_changes_the_next_prompt(llm_run, chat, alice):
+    from django.conf import settings
+
+    from loop.services.skills import skill_edit, skill_import_tree
+
+    skill_import_tree(actor=alice, root=settings.SKILLS_DIR)
+    key = "hardware/h200/specs-and-ceilings.md"
+    original = SkillRevision.objects.filter(doc__key=key).order_by("-number").first().text
+    chat.replies += [answer(SEED + "\n# one\n"), answer(SEED + "\n# two\n")]
+    llm.propose(llm_run)
+    skill_edit(actor=alice, key=key, text=original + "\nMeasured today: keep 4 CTAs per SM busy.\n", note="new figure")
+    llm.propose(Run.objects.get(pk=llm_run.pk))
+    before, after = (r["body"]["messages"][0]["content"] for r in chat.requests)
+    assert "keep 4 CTAs per SM busy" not in before
+    assert "keep 4 CTAs per SM busy" in after
+    assert "skills/models/deepseek-v3.2/" in after and "skills/hardware/b200/" not in after
