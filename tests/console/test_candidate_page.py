@@ -100,3 +100,24 @@ def test_promoting_a_candidate_that_is_not_kept_is_refused_with_the_reason(as_da
     _, _, child = family
     response = as_dana.post(reverse("candidate_promote", args=[child.pk]), promote_post("dana-password-1"))
     assert response.status_code == 400 and b"only a kept candidate" in response.content
+
+
+
+def test_the_candidate_page_shows_the_exact_prompt_escaped(as_charlie, family):
+    from loop.models import Candidate
+
+    _, _, child = family
+    messages = [{"role": "system", "content": "# skills/hardware/h200/specs.md\n132 SMs"},
+                {"role": "user", "content": f"Thesis: {SCRIPT}"}]
+    Candidate.objects.filter(pk=child.pk).update(proposal={
+        "messages": messages, "model": "kernel-coder-7b", "tokens": {"prompt": 1200, "completion": 340},
+        "latency_ms": 812, "skills": ["hardware/h200/specs.md"]})
+    page = as_charlie.get(reverse("candidate", args=[child.pk])).content.decode()
+    assert 'data-testid="prompt"' in page
+    assert "132 SMs" in page and "kernel-coder-7b" in page and "1200 prompt tokens" in page
+    assert "<script>alert('src')</script>" not in page and "Thesis: &lt;/script&gt;" in page
+
+
+def test_a_candidate_without_a_prompt_shows_no_prompt_section(as_charlie, family):
+    _, parent, _ = family
+    assert 'data-testid="prompt"' not in as_charlie.get(reverse("candidate", args=[parent.pk])).content.decode()
