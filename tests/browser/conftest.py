@@ -10,15 +10,20 @@ from pathlib import Path
 
 import pytest
 
-# Playwright's sync API keeps an event loop in this thread: Django's ORM refuses to run next to it unless told
-# it is safe (it is: the test drives one thing at a time). The server process gets the check back (below).
-os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
 ROOT = Path(__file__).resolve().parents[2]
 SCREENSHOTS = ROOT / "docs" / "screenshots"
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
+
+
+@pytest.fixture(autouse=True)
+def _orm_beside_playwright(monkeypatch):
+    """Playwright's sync API keeps an event loop in this thread: Django's ORM refuses to run next to it unless
+    told it is safe (it is: the test drives one thing at a time). Only for these tests; the server process gets
+    the check back (below)."""
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
 
 @pytest.fixture(scope="session")

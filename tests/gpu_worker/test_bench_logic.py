@@ -128,6 +128,7 @@ def test_collect_reports_turns_a_report_into_records_and_a_table(fake_cuda, tmp_
     spec.loader.exec_module(collect)
     findings, shapes, summary, _ = bench_results(_run(), RMS, ceilings_for("h200"), wall_s=1e9)
     report = {"target": "add_rmsnorm", "hardware": {"gpu": "NVIDIA H200"}, "wall_s": 12.5, "summary": summary,
+              "date": "2026-12-02T12:13:54+00:00",
               "verdict": {"status": "pass", "reasons": []},
               "stages": {"verify": {"status": "pass"}, "benchmark": {"status": "pass", "shapes": shapes}}}
     reports = tmp_path / "reports"
@@ -138,6 +139,7 @@ def test_collect_reports_turns_a_report_into_records_and_a_table(fake_cuda, tmp_
     records = json.loads((tmp_path / "out/latest.json").read_text())
     assert {r["kernel"] for r in records} == {"seed", "default"} and len(records) == 2 * len(SHAPES)
     r = records[0]
+    assert r["date"] == "2026-12-02T12:13:54+00:00"
     assert set(r) >= {"target", "shape", "kernel", "median_us", "ci95_us", "floor_fraction", "gpu", "date", "command"}
     assert r["shape"] == {"tokens": 4, "hidden": 2048} and r["gpu"] == "NVIDIA H200"
     assert r["ci95_us"][0] <= r["median_us"] <= r["ci95_us"][1]
