@@ -163,9 +163,8 @@ if PRODUCTION:
     X_FRAME_OPTIONS = "DENY"
 
 CELERY_BEAT_SCHEDULE = {
-    # Publishes outbox rows whose after-commit publish was lost (crash, broker down).
-    "relay-outbox": {"task": "loop.relay_outbox", "schedule": 10.0},
-    # Re-queues candidates whose worker died (expired leases) and advances running runs (loop/services/reaper.py).
+    # Publishes outbox rows whose after-commit publish was lost, re-queues candidates whose worker died
+    # (expired leases) and advances running runs (loop/services/reaper.py).
     "reap": {"task": "loop.reap", "schedule": env.float("ARK_REAP_INTERVAL_S", default=15.0)},
 }
 

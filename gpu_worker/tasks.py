@@ -20,11 +20,11 @@ _running: dict[int, int] = {}
 
 
 def worker_identity() -> dict:
-    hardware = os.environ.get("ARK_HARDWARE") or fingerprint()["kind"]
+    fp = fingerprint()  # one nvidia-smi call per heartbeat
     return {
         "name": os.environ.get("ARK_WORKER_NAME") or f"{socket.gethostname()}:{os.getpid()}",
-        "hardware": hardware,
-        "fingerprint": fingerprint(),
+        "hardware": os.environ.get("ARK_HARDWARE") or fp["kind"],
+        "fingerprint": fp,
     }
 
 

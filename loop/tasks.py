@@ -7,7 +7,6 @@ from loop.models import Run
 from loop.services import wiring
 from loop.services.candidates import candidate_leases_renew, candidate_record_progress
 from loop.services.evaluations import candidate_record_report
-from loop.services.outbox import outbox_relay
 from loop.services.reaper import reap
 from loop.services.runs import ADVANCE_TASK, PROPOSE_TASK, live_workers, run_advance, run_propose_next
 
@@ -25,11 +24,6 @@ def heartbeat(beat: dict) -> None:
     if not busy and live_workers(worker.hardware).filter(pk=worker.pk).exists():
         for run_id in Run.objects.filter(status=Run.Status.RUNNING, hardware=worker.hardware).values_list("id", flat=True):
             run_advance(run_id=run_id)
-
-
-@shared_task(name="loop.relay_outbox")
-def relay_outbox() -> None:
-    outbox_relay(older_than_s=5.0)
 
 
 @shared_task(name=Task.LOOP_PROGRESS)
