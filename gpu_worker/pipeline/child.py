@@ -120,7 +120,8 @@ def main() -> None:
             # /dev: GPU device files and /dev/shm; /proc stays writable on a GPU (REFERENCE.md §6),
             # CPU mode needs only its own /proc/<pid>.
             proc = "/proc" if cfg.get("device") == "cuda" else os.path.realpath("/proc/self")
-            limits["landlock"] = _landlock([cfg["scratch"], "/dev", proc])
+            limits["landlock"] = (_landlock([cfg["scratch"], "/dev", proc]) if cfg.get("landlock", True)
+                                  else {"applied": False, "why": "ARK_LANDLOCK=0"})
         out.send(type="hello", pid=os.getpid(), uid=os.getuid(), limits=limits)
         import torch  # noqa: F401,F811
 

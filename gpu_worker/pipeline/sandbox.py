@@ -112,7 +112,10 @@ def run_child(cfg: dict, *, secret: str, timeout_s: float, scratch: Path, device
         # A fork bomb stops at this many processes and threads of `nobody` (root is exempt, so only here).
         rlimits["RLIMIT_NPROC"] = _env_int("ARK_CHILD_NPROC", 4096)
     cfg = dict(cfg, result_fd=write_fd, outputs_dir=str(dirs["outputs"]), scratch=str(scratch),
-               rlimits=rlimits, uid=uid, gid=uid)
+               rlimits=rlimits, uid=uid, gid=uid,
+               # ARK_LANDLOCK=0: an operator's switch for a host where Landlock breaks the GPU stack;
+               # the report then says "landlock": {"applied": false, "why": "ARK_LANDLOCK=0"}
+               landlock=os.environ.get("ARK_LANDLOCK", "1") != "0")
     # Every process the child forks inherits this mark: after the run, any that left the child's
     # process group (setsid, double fork) is found by it and killed.
     mark = secrets.token_hex(12)

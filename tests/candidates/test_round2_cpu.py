@@ -2,7 +2,10 @@
 
 Run: TRITON_INTERPRET=1 pytest tests/candidates/test_round2_cpu.py -q
 Adds to test_candidates_cpu.py's cases a ReLU-zeros row (k-th value 0.0, tie bucket ~N zeros),
-which takes the all-equal fast path of best_v2p/best_v4/best_v5.
+which takes the all-equal fast path of best_v2p/best_v4/best_v5 (and path B of best_v8: ties at the
+sampled threshold). best_v8 runs with a small sample (NS x G = 256, SMALL = 512) so that the rows of
+these tiny cases take the sampled path; forced-fallback parameters (r = 1: the threshold is the largest
+sample; or r far too large: the candidate regions overflow) run its path C.
 """
 import os
 
@@ -24,6 +27,11 @@ TOPK2 = [("dsa_topk/best_v2p.py", SMALL), ("dsa_topk/best_v4.py", SMALL),
          ("dsa_topk/best_v5.py", dict(SMALL, L1_BITS=6)), ("dsa_topk/best_v5.py", dict(SMALL, L1_BITS=8)),
          ("dsa_topk/best_v6.py", dict(SMALL, L1_BITS=6)), ("dsa_topk/best_v6.py", dict(SMALL, L1_BITS=5, MAX_C=4)),
          ("dsa_topk/best.py", dict(SMALL))]
+V8 = {"BLOCK": 256, "TARGET_CTAS": 8, "SMALL": 512, "NS": 32, "G": 8, "SMALLT": 64}
+TOPK8 = [("dsa_topk/best_v8.py", V8), ("dsa_topk/best_v8.py", dict(V8, ATOMIC=1)),
+         ("dsa_topk/best_v8.py", dict(V8, SMALLT=16)), ("dsa_topk/best_v8.py", dict(V8, ALPHA_X2=0, BETA=1)),
+         ("dsa_topk/best_v8.py", dict(V8, ALPHA_X2=40, BETA=200, ATOMIC=1)),
+         ("dsa_topk/best.py", dict(SMALL, **{"V8_" + n: v for n, v in dict(V8, ATOMIC=1).items()}, V8_MIN_ELEMS=0))]
 
 
 def _relu_cases():
@@ -50,12 +58,35 @@ def test_round2_topk_exact_and_deterministic(rel, params):
         assert torch.equal(out, m.forward(x, lengths, k))
 
 
+@pytest.mark.parametrize("rel,params", TOPK8, ids=["v8", "v8-atomic", "v8-smallt16", "v8-fallback-low",
+                                                  "v8-fallback-overflow", "best-v8-path"])
+def test_v8_topk_exact(rel, params):
+    m = _load(rel, params)
+    _contract(m)
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(3, 6000, generator=g).round(decimals=2)      # ties at the k-th value (path A tie-break)
+    cases = _topk_cases() + _relu_cases() + [(x, torch.tensor([6000, 5000, 700], dtype=torch.int32), 300)]
+    for x, lengths, k in cases:
+        xc = x.clone()
+        out = m.forward(x, lengths, k)
+        assert torch.equal(x, xc)
+        check_topk(out, x, lengths, k)
+        assert torch.equal(out.sort(1).values, m.forward(x, lengths, k).sort(1).values)
+
+
 IDX_SMALL = {"N_PER_PROG": 128, "BLOCK_N": 64, "TK_BLOCK": 256, "TK_TARGET_CTAS": 8, "TK_SEL_BLOCK": 256}
 
 
-@pytest.mark.parametrize("rel", ["dsa_indexer_topk/best_v4.py", "dsa_indexer_topk/best_v5.py", "dsa_indexer_topk/best_v6.py", "dsa_indexer_topk/best.py"])
-def test_round2_indexer(rel):
-    m = _load(rel, IDX_SMALL)
+IDX_V8 = dict(IDX_SMALL, V8_MIN_ELEMS=0, V8_BLOCK=256, V8_TARGET_CTAS=8, V8_SMALL=512, V8_NS=32, V8_G=8,
+              V8_SMALLT=64)
+
+
+@pytest.mark.parametrize("rel,params", [("dsa_indexer_topk/best_v4.py", IDX_SMALL), ("dsa_indexer_topk/best_v5.py", IDX_SMALL),
+                                        ("dsa_indexer_topk/best_v6.py", IDX_SMALL), ("dsa_indexer_topk/best.py", IDX_SMALL),
+                                        ("dsa_indexer_topk/best.py", IDX_V8)],
+                         ids=["v4", "v5", "v6", "best", "best-v8-path"])
+def test_round2_indexer(rel, params):
+    m = _load(rel, params)
     _contract(m)
     g = torch.Generator().manual_seed(1)
     for (M, N, k) in [(3, 700, 64), (2, 100, 128)]:
