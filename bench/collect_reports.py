@@ -33,9 +33,13 @@ def collect(reports_dir: Path, measured_on: str | None = None) -> tuple[list[dic
         cmd_path = path.with_suffix(".cmd")
         command = cmd_path.read_text().strip() if cmd_path.exists() else ""
         gpu = (report.get("hardware") or {}).get("gpu")
-        bench = (report.get("stages") or {}).get("benchmark") or {}
+        stages = report.get("stages") or {}
+        bench = stages.get("benchmark") or {}
+        vb = [stages.get(n, {}).get("seconds") for n in ("verify", "benchmark")]
         evaluations.append({"target": report.get("target"), "kernel": kernel, "verdict": report.get("verdict"),
-                            "wall_s": report.get("wall_s"), "verify": (report.get("stages") or {}).get("verify", {}).get("status"),
+                            "wall_s": report.get("wall_s"), "date": date,
+                            "verify_benchmark_s": round(sum(vb), 1) if None not in vb else None,
+                            "e2e_s": stages.get("e2e", {}).get("seconds"), "verify": (report.get("stages") or {}).get("verify", {}).get("status"),
                             "benchmark": bench.get("status"), "clocks_before": bench.get("clocks_before"),
                             "clocks_after": bench.get("clocks_after"), "summary": report.get("summary")})
         for s in bench.get("shapes") or []:
@@ -69,13 +73,14 @@ def markdown(records: list[dict], evaluations: list[dict]) -> str:
         aa = f"{r['noise_aa']:.3f}" if r.get("noise_aa") is not None else "-"
         shape = ", ".join(f"{k}={v}" for k, v in r["shape"].items())
         lines.append(f"| {r['target']} | {shape} | {r['kernel']} | {r['median_us']:.1f} | {ci_s} | {ff} | {aa} |")
-    lines += ["", "| target | kernel | verdict | verify | benchmark | wall s (one full evaluation) | geomean speedup |",
-              "|---|---|---|---|---|---:|---:|"]
+    lines += ["", "| target | kernel | date | verdict | verify | benchmark | verify + benchmark s | e2e s | "
+              "wall s (one full evaluation) | geomean speedup |", "|---|---|---|---|---|---|---:|---:|---:|---:|"]
     for e in evaluations:
         v = e.get("verdict") or {}
         gm = (e.get("summary") or {}).get("geomean_speedup")
-        lines.append(f"| {e['target']} | {e['kernel']} | {v.get('status')} {','.join(v.get('reasons') or [])} | "
-                     f"{e['verify']} | {e['benchmark']} | {e['wall_s']} | {f'{gm:.3f}' if gm else '-'} |")
+        lines.append(f"| {e['target']} | {e['kernel']} | {e['date'][:10]} | {v.get('status')} "
+                     f"{','.join(v.get('reasons') or [])} | {e['verify']} | {e['benchmark']} | "
+                     f"{e['verify_benchmark_s']} | {e['e2e_s'] or '-'} | {e['wall_s']} | {f'{gm:.3f}' if gm else '-'} |")
     return "\n".join(lines) + "\n"
 
 

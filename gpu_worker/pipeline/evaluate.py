@@ -328,6 +328,9 @@ def _e2e(report: dict, target, ctx: dict | None, stages: "_Stages") -> None:
     if report["stages"].get("benchmark", {}).get("status") != "pass" or ctx is None:
         stages.put("e2e", {"status": "skipped", "reason": "needs a passing benchmark on a GPU"})
         return
+    if ctx["spec"].get("e2e") is False:
+        stages.put("e2e", {"status": "skipped", "reason": "not requested (spec e2e: false)"})
+        return
     t = ctx["stages"].start("e2e")
     scratch = ctx["scratch_root"] / "e2e"
     scratch.mkdir()
