@@ -75,6 +75,8 @@ def _device_of(report: dict, records: list[dict]) -> tuple[str, str]:
     date = str(report.get("date") or report.get("created") or hardware.get("date")
                or next((r.get("date") for r in records if r.get("date")), "")
                or (e2e.get("date") if isinstance(e2e, dict) else "") or "")
+    if re.match(r"\d{4}-\d{2}-\d{2}T", date):
+        date = date[:10]  # the run is labelled by the day; each report keeps its full timestamp
     return str(gpu), date
 
 

@@ -31,7 +31,8 @@ V8 = {"BLOCK": 256, "TARGET_CTAS": 8, "SMALL": 512, "NS": 32, "G": 8, "SMALLT": 
 TOPK8 = [("dsa_topk/best_v8.py", V8), ("dsa_topk/best_v8.py", dict(V8, ATOMIC=1)),
          ("dsa_topk/best_v8.py", dict(V8, SMALLT=16)), ("dsa_topk/best_v8.py", dict(V8, ALPHA_X2=0, BETA=1)),
          ("dsa_topk/best_v8.py", dict(V8, ALPHA_X2=40, BETA=200, ATOMIC=1)),
-         ("dsa_topk/best.py", dict(SMALL, **{"V8_" + n: v for n, v in dict(V8, ATOMIC=1).items()}, V8_MIN_ELEMS=0))]
+         ("dsa_topk/best.py", dict(SMALL, **{"V8_" + n: v for n, v in dict(V8, ATOMIC=1).items()}, V8_MIN_ELEMS=0)),
+         ("dsa_topk/best_v9.py", V8), ("dsa_topk/best_v9.py", dict(V8, ATOMIC=0, MIN_C=1))]
 
 
 def _relu_cases():
@@ -59,7 +60,7 @@ def test_round2_topk_exact_and_deterministic(rel, params):
 
 
 @pytest.mark.parametrize("rel,params", TOPK8, ids=["v8", "v8-atomic", "v8-smallt16", "v8-fallback-low",
-                                                  "v8-fallback-overflow", "best-v8-path"])
+                                                  "v8-fallback-overflow", "best-v8-path", "v9", "v9-scan-minc1"])
 def test_v8_topk_exact(rel, params):
     m = _load(rel, params)
     _contract(m)

@@ -7,7 +7,7 @@ import triton
 import triton.language as tl
 
 PARAMS = {"ROWS": 4, "BLOCK_N": 64, "N_PER_PROG": 4096, "TRANS": 1, "num_warps": 8, "num_stages": 3,
-          "TK_BLOCK": 2048, "TK_TARGET_CTAS": 512, "TK_WARPS": 8,
+          "TK_BLOCK": 1024, "TK_TARGET_CTAS": 1024, "TK_WARPS": 4,  # round 2 best (was 2048, 512, 8)
           "TK_SEL_BLOCK": 2048, "TK_SEL_WARPS": 8, "TK_L1_BITS": 6, "TK_MAX_C": 64}
 SPACE = {"ROWS": [1, 2, 4], "BLOCK_N": [64, 128, 256], "N_PER_PROG": [1024, 2048, 4096, 8192], "TRANS": [0, 1],
          "num_warps": [4, 8], "num_stages": [2, 3, 4], "TK_BLOCK": [1024, 2048, 4096],
