@@ -39,7 +39,7 @@ def collect(reports_dir: Path, measured_on: str | None = None) -> tuple[list[dic
         evaluations.append({"target": report.get("target"), "kernel": kernel, "verdict": report.get("verdict"),
                             "wall_s": report.get("wall_s"), "date": date,
                             "verify_benchmark_s": round(sum(vb), 1) if None not in vb else None,
-                            "e2e_s": stages.get("e2e", {}).get("seconds"), "verify": (report.get("stages") or {}).get("verify", {}).get("status"),
+                            "e2e_s": stages.get("e2e", {}).get("seconds"), "verify": stages.get("verify", {}).get("status"),
                             "benchmark": bench.get("status"), "clocks_before": bench.get("clocks_before"),
                             "clocks_after": bench.get("clocks_after"), "summary": report.get("summary")})
         for s in bench.get("shapes") or []:

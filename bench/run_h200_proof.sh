@@ -11,6 +11,10 @@ BUDGET_S="${BUDGET_S:-330}"   # no new evaluation after this; each is capped at 
 mkdir -p "$OUT/reports" "$OUT/logs"
 START=$(date +%s)
 elapsed() { echo $(( $(date +%s) - START )); }
+run_eval() {  # run_eval CMD LOG: one evaluation, capped, its log's tail on stdout
+    timeout "${EVAL_TIMEOUT_S:-200}" $1 2> "$2" >/dev/null
+    tail -n 25 "$2"
+}
 
 { nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.draw,clocks_throttle_reasons.active --format=csv || true; } > "$OUT/logs/nvidia-smi-before.csv" 2>&1
 "$PY" -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, torch.cuda.get_device_name(0))" | tee "$OUT/logs/versions.txt"
@@ -29,8 +33,7 @@ for cand in $files; do
     cmd="$PY -m gpu_worker evaluate --target $target --candidate $cand --profile full --out $OUT/reports/${target}__${kernel}.json"
     echo "$cmd" > "$OUT/reports/${target}__${kernel}.cmd"
     echo "== $(elapsed)s: $cmd"
-    timeout "${EVAL_TIMEOUT_S:-200}" $cmd 2> "$OUT/logs/${target}__${kernel}.log" >/dev/null
-    tail -n 25 "$OUT/logs/${target}__${kernel}.log"
+    run_eval "$cmd" "$OUT/logs/${target}__${kernel}.log"
     # The first evaluation on a host also tells whether Landlock (applied in the child after CUDA init)
     # lets the GPU stack work there; if the child died in the harness under it, say so and go on without.
     if [ -z "${ARK_LANDLOCK:-}" ] && "$PY" - "$OUT/reports/${target}__${kernel}.json" <<'PY'
@@ -43,8 +46,7 @@ PY
         echo "!! harness finding under Landlock: retrying $cand with ARK_LANDLOCK=0" | tee -a "$OUT/logs/landlock.txt"
         cp "$OUT/reports/${target}__${kernel}.json" "$OUT/logs/${target}__${kernel}.landlock-fail.json"
         export ARK_LANDLOCK=0
-        timeout "${EVAL_TIMEOUT_S:-200}" $cmd 2> "$OUT/logs/${target}__${kernel}.log" >/dev/null
-        tail -n 25 "$OUT/logs/${target}__${kernel}.log"
+        run_eval "$cmd" "$OUT/logs/${target}__${kernel}.log"
     fi
 done
 
