@@ -138,6 +138,7 @@ def run_child(cfg: dict, *, secret: str, timeout_s: float, scratch: Path, device
     deadline = t0 + timeout_s
     done_at = None
     next_disk_check = t0
+    stop_now = False  # set when the harness ends the run (timeout, disk, flood): no grace to exit
     try:
         while True:
             left = deadline - time.monotonic()
@@ -150,6 +151,7 @@ def run_child(cfg: dict, *, secret: str, timeout_s: float, scratch: Path, device
                     run.messages.append({"type": "fatal", "code": "harness:disk",
                                          "message": f"the child wrote more than {disk_limit} bytes to its scratch "
                                                     "directory (its output included) and was killed"})
+                    stop_now = True
                     break
             if done_at is not None and time.monotonic() - done_at > 3.0:
                 break  # it said it was done; do not wait for a slow teardown
@@ -164,6 +166,7 @@ def run_child(cfg: dict, *, secret: str, timeout_s: float, scratch: Path, device
             total += len(chunk)
             if total > MAX_RESULT_BYTES:
                 run.messages.append({"type": "fatal", "code": "harness:flood", "message": "result pipe flooded"})
+                stop_now = True
                 break
             buf += chunk
             while b"\n" in buf:
@@ -189,9 +192,9 @@ def run_child(cfg: dict, *, secret: str, timeout_s: float, scratch: Path, device
                     on_message(msg)
     finally:
         os.close(read_fd)
-        if run.timed_out or proc.poll() is None:
+        if not (run.timed_out or stop_now) and proc.poll() is None:
             try:
-                proc.wait(timeout=0 if run.timed_out else 10)
+                proc.wait(timeout=10)  # it closed its pipe or said done: let it exit on its own
             except subprocess.TimeoutExpired:
                 pass
         _kill_group(proc.pid)
