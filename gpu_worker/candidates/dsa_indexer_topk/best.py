@@ -1,7 +1,7 @@
 """dsa_indexer_topk best: the logits kernel of best_v6.py (f32 logits [M, N] written once), then the top-k of
-dsa_topk/best.py: best_v8's for M x N >= V8_MIN_ELEMS, best_v6's below (kernels copied: a candidate is one file).
-H200 (round 4, M x 128K): top-k by best_v8 328 us at M=64 (best_v6 top-k: 361 us); at M=4 best_v6's is
-faster (103 vs 142 us).
+dsa_topk/best.py: best_v10's for M x N >= V10_MIN_ELEMS, best_v6's below (kernels copied: a candidate is one file).
+H200 (round 5, M x 128K): 297 us at M=64 with best_v10's top-k (best_v8's: 315 us; best_v6's: 362 us); at M=4
+best_v6's top-k is faster (103 vs 124 us).
 """
 import torch
 import triton
@@ -9,18 +9,15 @@ import triton.language as tl
 
 PARAMS = {"ROWS": 4, "BLOCK_N": 64, "N_PER_PROG": 4096, "TRANS": 1, "num_warps": 8, "num_stages": 3,
           "TK_BLOCK": 1024, "TK_TARGET_CTAS": 1024, "TK_WARPS": 4,
-          "TK_SEL_BLOCK": 2048, "TK_SEL_WARPS": 8, "TK_L1_BITS": 6, "TK_MAX_C": 64, "V8_MIN_ELEMS": 8388608,
-          "V8_BLOCK": 1024, "V8_TARGET_CTAS": 1024, "V8_MAX_C": 64, "V8_num_warps": 4, "V8_SMALL": 4096,
-          "V8_SEL_WARPS": 16, "V8_NS": 256, "V8_G": 16, "V8_ALPHA_X2": 3, "V8_BETA": 12, "V8_ATOMIC": 1,
-          "V8_SMALLT": 512}
+          "TK_SEL_BLOCK": 2048, "TK_SEL_WARPS": 8, "TK_L1_BITS": 6, "TK_MAX_C": 64, "V10_MIN_ELEMS": 4194304,
+          "V10_BLOCK": 1024, "V10_TARGET_CTAS": 1024, "V10_MAX_C": 64, "V10_num_warps": 4, "V10_SMALL": 4096, "V10_SEL_WARPS": 16, "V10_NS": 256, "V10_G": 16, "V10_ALPHA_X2": 3, "V10_BETA": 12, "V10_ATOMIC": 1, "V10_SMALLT": 512, "V10_MIN_C": 16, "V10_SMALLR": 512, "V10_SPAN_BITS": 9, "V10_SMALLTA": 1024}
 SPACE = {"ROWS": [1, 2, 4], "BLOCK_N": [64, 128, 256], "N_PER_PROG": [1024, 2048, 4096, 8192], "TRANS": [0, 1],
          "num_warps": [4, 8], "num_stages": [2, 3, 4], "TK_BLOCK": [1024, 2048, 4096],
          "TK_TARGET_CTAS": [264, 512, 1024], "TK_WARPS": [4, 8, 16],
          "TK_SEL_BLOCK": [1024, 2048, 4096], "TK_SEL_WARPS": [4, 8, 16], "TK_L1_BITS": [5, 6, 7, 8],
-         "TK_MAX_C": [16, 32, 64, 128], "V8_MIN_ELEMS": [4194304, 8388608, 16777216],
-         "V8_SEL_WARPS": [8, 16, 32], "V8_ATOMIC": [0, 1]}
-V8_PARAMS = ("BLOCK", "TARGET_CTAS", "MAX_C", "num_warps", "SMALL", "SEL_WARPS", "NS", "G", "ALPHA_X2", "BETA",
-             "ATOMIC", "SMALLT")
+         "TK_MAX_C": [16, 32, 64, 128], "V10_MIN_ELEMS": [2097152, 4194304, 8388608],
+         "V10_SEL_WARPS": [8, 16, 32], "V10_SPAN_BITS": [8, 9, 10]}
+V10_PARAMS = ("BLOCK", "TARGET_CTAS", "MAX_C", "num_warps", "SMALL", "SEL_WARPS", "NS", "G", "ALPHA_X2", "BETA", "ATOMIC", "SMALLT", "MIN_C", "SMALLR", "SPAN_BITS", "SMALLTA")
 
 H_IDX = 64
 D_IDX = 128
@@ -419,36 +416,75 @@ def _radix_top(d, active, k_rem, scr_ptr, SMALLT: tl.constexpr):
 
 
 @triton.jit
+def _approx_top(d, active, k_rem, scr_ptr, SMALLTA: tl.constexpr):
+    """A lower bound t of the k_rem-th largest of d[active] (uint32) with #(d >= t) >= k_rem: two 8-bit
+    histogram levels of _radix_top (the second over the compacted members of the first level's bin);
+    t is the lower edge of the chosen second-level bin. KA needs no more: the threshold only has to
+    leave at least r samples above it."""
+    hi = tl.max(tl.where(active, d, 0), 0)
+    nbits = ((hi.to(tl.float32).to(tl.int32, bitcast=True) >> 23) - 126)
+    sh = tl.minimum(tl.maximum(32 - nbits, 0), 31).to(tl.uint32)
+    d = d << sh
+    top = (d >> 24).to(tl.int32)
+    dsel, k_rem, cnt = _pick_n(tl.histogram(top, 256, mask=active), k_rem, 256)
+    inb = active & (top == dsel)
+    if cnt <= SMALLTA:
+        tl.store(scr_ptr + tl.cumsum(inb.to(tl.int32), 0) - 1, d.to(tl.int32, bitcast=True), mask=inb)
+        tl.debug_barrier()
+        o = tl.arange(0, SMALLTA)
+        m2 = o < cnt
+        d2 = tl.load(scr_ptr + o, mask=m2, other=0).to(tl.uint32, bitcast=True)
+        h2 = tl.histogram(((d2 >> 16) & 255).to(tl.int32), 256, mask=m2)
+    else:
+        h2 = tl.histogram(((d >> 16) & 255).to(tl.int32), 256, mask=inb)
+    dsel2, k_rem = _pick8(h2, k_rem, 256)
+    return ((dsel.to(tl.uint32) << 24) | (dsel2.to(tl.uint32) << 16)) >> sh
+
+
+@triton.jit
 def _ka_sample(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, scr_ptr, N, K, SMALL, C, NS: tl.constexpr,
                G: tl.constexpr, ALPHA_X2: tl.constexpr, BETA: tl.constexpr, CB: tl.constexpr,
-               SMALLT: tl.constexpr):
+               SMALLTA: tl.constexpr, SPAN_BITS: tl.constexpr):
     row = tl.program_id(0)
     L, k_eff = _row_len(len_ptr, row, N, K)
     cs_ = tl.arange(0, CB)
     tl.store(cnt_ptr + (row * C + cs_) * 2, tl.zeros([CB], dtype=tl.int32), mask=cs_ < C)
     S: tl.constexpr = NS * G
+    s_ = tl.arange(0, S)
     thr = tl.zeros([], dtype=tl.uint32)
+    span = tl.zeros([], dtype=tl.uint32)
     if L > SMALL:
-        s_ = tl.arange(0, S)
         key = _key(tl.load(x_ptr + row.to(tl.int64) * stride_x + (s_ // G) * (L // NS) + s_ % G))
         r = tl.minimum((k_eff * S * ALPHA_X2) // (2 * L) + BETA, S)
-        # the exact r-th largest sample key (an actual value), relative to the smallest sample
+        # at least r samples >= thr (relative to the smallest sample, so that the first level spreads)
         lo_key = tl.min(key, 0)
-        t, need = _radix_top(key - lo_key, key >= lo_key, r, scr_ptr + row * 3 * SMALLT, SMALLT)
-        thr = t + lo_key
-    tl.store(thr_ptr + row, thr.to(tl.int32, bitcast=True))
+        thr = _approx_top(key - lo_key, key >= lo_key, r, scr_ptr + row * SMALLTA, SMALLTA) + lo_key
+        span = tl.max(key, 0) - thr
+    elif (L > K) & (L <= S):
+        # a short row, read whole: every value is a candidate (thr just below the smallest key)
+        m = s_ < L
+        key = _key(tl.load(x_ptr + row.to(tl.int64) * stride_x + s_, mask=m, other=0.0))
+        thr = tl.maximum(tl.min(tl.where(m, key, tl.full([], 0xFFFFFFFF, tl.uint32)), 0), 1) - 1
+        span = tl.max(tl.where(m, key, 0), 0) - thr
+    # the digit shift: (largest sample - thr) >> sh lands in [2^(SPAN_BITS-1), 2^SPAN_BITS); KB and KC
+    # clamp digits to 255, so the top of that span shares the last digit (far above the k-th value)
+    nb = (span.to(tl.float32).to(tl.int32, bitcast=True) >> 23) - 126
+    sh = tl.where(span > 0, tl.minimum(tl.maximum(nb - SPAN_BITS, 0), 31), 24)
+    tl.store(thr_ptr + row * 2, thr.to(tl.int32, bitcast=True))
+    tl.store(thr_ptr + row * 2 + 1, sh)
 
 
 @triton.jit
-def _kb_filter(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, N, K, C,
-               RC: tl.constexpr, BLOCK: tl.constexpr, ATOMIC: tl.constexpr):
+def _kb_filter(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, hist_ptr, N, K, C,
+               RC, BLOCK: tl.constexpr, ATOMIC: tl.constexpr, HB: tl.constexpr):
     row = tl.program_id(0)
     c = tl.program_id(1)
     x_row = x_ptr + row.to(tl.int64) * stride_x
     reg = (row * C + c).to(tl.int64) * RC
     cnt_at = cnt_ptr + (row * C + c) * 2
-    L, k_eff = _row_len(len_ptr, row, N, K)
-    thr = tl.load(thr_ptr + row).to(tl.uint32, bitcast=True)
+    L, _ = _row_len(len_ptr, row, N, K)
+    thr = tl.load(thr_ptr + row * 2).to(tl.uint32, bitcast=True)
+    sh = tl.load(thr_ptr + row * 2 + 1).to(tl.uint32)
     ch = tl.cdiv(tl.cdiv(L, C), 64) * 64      # each row split evenly over its C programs
     lo = tl.multiple_of(c * ch, 64)
     hi = tl.minimum(lo + ch, L)
@@ -469,9 +505,21 @@ def _kb_filter(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, N, K,
         w = is_gt & (p < RC)
         tl.store(ck_ptr + reg + p, key.to(tl.int32, bitcast=True), mask=w)
         tl.store(ci_ptr + reg + p, offs, mask=w)
-    if not ATOMIC:
+    if ATOMIC:
+        tl.debug_barrier()
+        n_gt = tl.atomic_add(cnt_at, 0)          # the final count, after every program's atomics
+    else:
         tl.store(cnt_at, n_gt)
     tl.store(cnt_at + 1, tl.sum(acc_eq, 0))
+    # the row-wide digit histogram of this program's candidates, re-read from its region
+    tl.debug_barrier()
+    hist = tl.zeros([256], dtype=tl.int32)
+    for s in range(0, tl.minimum(n_gt, RC), HB):
+        o = s + tl.arange(0, HB)
+        m = o < tl.minimum(n_gt, RC)
+        key = tl.load(ck_ptr + reg + o, mask=m, other=0).to(tl.uint32, bitcast=True)
+        hist += tl.histogram(tl.minimum((key - thr) >> sh, 255).to(tl.int32), 256, mask=m)
+    tl.store(hist_ptr + (row * C + c) * 256 + tl.arange(0, 256), hist)
 
 
 @triton.jit
@@ -510,16 +558,39 @@ def _fallback_row(x_row, o_row, L, k_eff, BLOCK: tl.constexpr):
 
 
 @triton.jit
-def _kc_select(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, scr_ptr, out_ptr, stride_o, N, K, C,
-               RC: tl.constexpr, CB: tl.constexpr, BLOCK: tl.constexpr, KBLOCK: tl.constexpr,
-               SMALLT: tl.constexpr):
+def _rank_store(rs, cnt, k_rem, o_at, R: tl.constexpr, SMALLR: tl.constexpr):
+    """The first k_rem of the cnt <= R (key, index) pairs at rs (keys) and rs + SMALLR (indices), ordered
+    by key descending then index ascending, each ranked against all R in 64 x R tiles; their indices
+    go to o_at."""
+    oj = tl.arange(0, R)
+    mj = oj < cnt
+    kj = tl.load(rs + oj, mask=mj, other=0).to(tl.uint32, bitcast=True)[None, :]
+    ij = tl.load(rs + SMALLR + oj, mask=mj, other=0)[None, :]
+    done = 0
+    for i0 in range(0, cnt, 64):
+        oi = i0 + tl.arange(0, 64)
+        mi = oi < cnt
+        ki = tl.load(rs + oi, mask=mi, other=0).to(tl.uint32, bitcast=True)[:, None]
+        ii = tl.load(rs + SMALLR + oi, mask=mi, other=0)
+        ahead = mj[None, :] & ((kj > ki) | ((kj == ki) & (ij < ii[:, None])))
+        sel = mi & (tl.sum(ahead.to(tl.int32), 1) < k_rem)
+        cs = tl.cumsum(sel.to(tl.int32), 0)
+        tl.store(o_at + done + cs - 1, ii, mask=sel)
+        done += tl.sum(sel.to(tl.int32), 0)
+
+
+@triton.jit
+def _kc_select(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, hist_ptr, scr_ptr, rscr_ptr, out_ptr,
+               stride_o, N, K, C, RC, CB: tl.constexpr, TILE: tl.constexpr, BLOCK: tl.constexpr,
+               KBLOCK: tl.constexpr, SMALLT: tl.constexpr, SMALLR: tl.constexpr):
     row = tl.program_id(0)
     x_row = x_ptr + row.to(tl.int64) * stride_x
     o_row = out_ptr + row.to(tl.int64) * stride_o
     L, k_eff = _row_len(len_ptr, row, N, K)
-    thr = tl.load(thr_ptr + row).to(tl.uint32, bitcast=True)
+    thr = tl.load(thr_ptr + row * 2).to(tl.uint32, bitcast=True)
+    sh = tl.load(thr_ptr + row * 2 + 1).to(tl.uint32)
     # the candidate tile, 1-D: slot j of program c's region is live when j < n_gt[c]
-    offs = tl.arange(0, CB * RC)
+    offs = tl.arange(0, TILE)
     c_of = offs // RC
     cm = c_of < C
     n_c = tl.load(cnt_ptr + (row * C + c_of) * 2, mask=cm, other=0)
@@ -532,20 +603,45 @@ def _kc_select(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, scr_p
     slot = (row * C).to(tl.int64) * RC + offs
     if overflow | (n_gt + n_eq < k_eff):
         _fallback_row(x_row, o_row, L, k_eff, BLOCK)
-    elif n_gt >= k_eff:
+    elif n_gt == k_eff:
+        # every candidate (short rows: all their values)
+        idx = tl.load(ci_ptr + slot, mask=live, other=0)
+        tl.store(o_row + tl.cumsum(live.to(tl.int32), 0) - 1, idx, mask=live)
+    elif n_gt > k_eff:
         # A: the top k_eff of the candidates; of the keys equal to the k-th, the smallest indices
         key = tl.load(ck_ptr + slot, mask=live, other=0).to(tl.uint32, bitcast=True)
         idx = tl.load(ci_ptr + slot, mask=live, other=0)
-        t, need = _radix_top(key - thr, live, k_eff, scr_ptr + row * 3 * SMALLT + SMALLT, SMALLT)
-        t = t + thr
-        gt = live & (key > t)
-        eq = live & (key == t)
-        if tl.sum(eq.to(tl.int32), 0) > need:
-            inv = (L - 1 - idx).to(tl.uint32)      # larger for smaller indices
-            ti, need_i = _radix_top(inv, eq, need, scr_ptr + row * 3 * SMALLT + 2 * SMALLT, SMALLT)
-            eq = eq & (inv >= ti)
-        sel = gt | eq
-        tl.store(o_row + tl.cumsum(sel.to(tl.int32), 0) - 1, idx, mask=sel)
+        hs = tl.arange(0, 256)
+        hist = tl.sum(tl.load(hist_ptr + (row * C + cs_[:, None]) * 256 + hs[None, :], mask=(cs_ < C)[:, None],
+                              other=0), 0)
+        dsel, k_rem, cnt = _pick_n(hist, k_eff, 256)
+        if (dsel < 255) & (cnt <= SMALLR):
+            # every candidate of a larger digit; the members of digit dsel ranked pairwise
+            dg = tl.minimum((key - thr) >> sh, 255).to(tl.int32)
+            gt = live & (dg > dsel)
+            inb = live & (dg == dsel)
+            p = tl.cumsum(inb.to(tl.int32), 0) - 1
+            rs = rscr_ptr + row * 2 * SMALLR
+            tl.store(rs + p, key.to(tl.int32, bitcast=True), mask=inb)
+            tl.store(rs + SMALLR + p, idx, mask=inb)
+            tl.debug_barrier()   # bar.sync: the CTA's global stores are visible to the CTA
+            if cnt <= 64:
+                _rank_store(rs, cnt, k_rem, o_row + (k_eff - k_rem), 64, SMALLR)
+            else:
+                _rank_store(rs, cnt, k_rem, o_row + (k_eff - k_rem), SMALLR, SMALLR)
+            tl.store(o_row + tl.cumsum(gt.to(tl.int32), 0) - 1, idx, mask=gt)
+        else:
+            # heavy ties or clustered values in one digit: best_v9's radix select
+            t, need = _radix_top(key - thr, live, k_eff, scr_ptr + row * 3 * SMALLT + SMALLT, SMALLT)
+            t = t + thr
+            gt = live & (key > t)
+            eq = live & (key == t)
+            if tl.sum(eq.to(tl.int32), 0) > need:
+                inv = (L - 1 - idx).to(tl.uint32)      # larger for smaller indices
+                ti, _ = _radix_top(inv, eq, need, scr_ptr + row * 3 * SMALLT + 2 * SMALLT, SMALLT)
+                eq = eq & (inv >= ti)
+            sel = gt | eq
+            tl.store(o_row + tl.cumsum(sel.to(tl.int32), 0) - 1, idx, mask=sel)
     else:
         # B: every candidate, then the first k_eff - n_gt values equal to thr, in index order
         idx = tl.load(ci_ptr + slot, mask=live, other=0)
@@ -566,26 +662,33 @@ def _kc_select(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, scr_p
         tl.store(o_row + o3, tl.full([KBLOCK], -1, tl.int32), mask=(o3 >= k_eff) & (o3 < K))
 
 
-def _topk_v8(logits, lengths, k, out, BLOCK, TARGET_CTAS, MAX_C, num_warps, SMALL, SEL_WARPS, NS, G,
-             ALPHA_X2, BETA, ATOMIC=0, SMALLT=512):
+def _topk_v10(logits, lengths, k, out, BLOCK, TARGET_CTAS, MAX_C, num_warps, SMALL, SEL_WARPS, NS, G,
+             ALPHA_X2, BETA, ATOMIC=0, SMALLT=512, MIN_C=16, SMALLR=512, SPAN_BITS=9, SMALLTA=1024):
     M, N = logits.shape
     dev = logits.device
-    assert BLOCK <= 32768 and N < 2 ** 31 and NS * G <= SMALL and MAX_C <= 64
+    assert BLOCK <= 32768 and N < 2 ** 31 and NS * G <= SMALL and MAX_C in (1, 2, 4, 8, 16, 32, 64)
+    assert SMALL & (SMALL - 1) == 0
     nblk = triton.cdiv(max(N, 1), BLOCK)
-    C = max(1, min(nblk, triton.cdiv(TARGET_CTAS, M), MAX_C))
-    RC = triton.next_power_of_2(triton.cdiv(2 * SMALL, C))   # >= SMALL / C + 64 while C <= 64
-    CB = triton.next_power_of_2(C)
-    thr = torch.empty(M, dtype=torch.int32, device=dev)
+    want = max(MIN_C, triton.next_power_of_2(triton.cdiv(TARGET_CTAS, M)))
+    C = min(want, MAX_C, 1 << (nblk.bit_length() - 1))       # a power of two <= MAX_C (64) and <= nblk
+    TILE = 2 * SMALL                                          # KC's tile: C regions of RC slots
+    RC = TILE // C                                            # >= SMALL / C + 64 while C <= 64
+    CB = 64                                                   # programs per row, at most
+    thr = torch.empty((M, 2), dtype=torch.int32, device=dev)     # threshold key, digit shift
     cnt = torch.empty((M, C, 2), dtype=torch.int32, device=dev)   # zeroed by KA, written by KB: no memset
     cand = torch.empty((2, M, C, RC), dtype=torch.int32, device=dev)
     scr = torch.empty((M, 3, SMALLT), dtype=torch.int32, device=dev)
+    hist = torch.empty((M, C, 256), dtype=torch.int32, device=dev)   # KB's per-program digit histograms
+    rscr = torch.empty((M, 2, SMALLR), dtype=torch.int32, device=dev)
+    scra = torch.empty((M, SMALLTA), dtype=torch.int32, device=dev)
     sx = logits.stride(0)
-    _ka_sample[(M,)](logits, sx, lengths, thr, cnt, scr, N, k, SMALL, C, NS=NS, G=G, ALPHA_X2=ALPHA_X2, BETA=BETA,
-                     CB=CB, SMALLT=SMALLT, num_warps=8)
-    _kb_filter[(M, C)](logits, sx, lengths, thr, cnt, cand[0], cand[1], N, k, C, RC=RC, BLOCK=BLOCK,
-                       ATOMIC=ATOMIC, num_warps=num_warps)
-    _kc_select[(M,)](logits, sx, lengths, thr, cnt, cand[0], cand[1], scr, out, out.stride(0), N, k, C,
-                     RC=RC, CB=CB, BLOCK=2048, KBLOCK=1024, SMALLT=SMALLT, num_warps=SEL_WARPS)
+    _ka_sample[(M,)](logits, sx, lengths, thr, cnt, scra, N, k, SMALL, C, NS=NS, G=G, ALPHA_X2=ALPHA_X2, BETA=BETA,
+                     CB=CB, SMALLTA=SMALLTA, SPAN_BITS=SPAN_BITS, num_warps=8)
+    _kb_filter[(M, C)](logits, sx, lengths, thr, cnt, cand[0], cand[1], hist, N, k, C, RC, BLOCK=BLOCK,
+                       ATOMIC=ATOMIC, HB=256, num_warps=num_warps)
+    _kc_select[(M,)](logits, sx, lengths, thr, cnt, cand[0], cand[1], hist, scr, rscr, out, out.stride(0),
+                     N, k, C, RC, CB=CB, TILE=TILE, BLOCK=2048, KBLOCK=1024, SMALLT=SMALLT, SMALLR=SMALLR,
+                     num_warps=SEL_WARPS)
     return out
 
 
@@ -613,7 +716,7 @@ def forward(q, k_index, weights, lengths, k):
                          H=H, D=D, ROWS=ROWS, BLOCK_N=p["BLOCK_N"], N_PER_PROG=p["N_PER_PROG"],
                          TRANS=p["TRANS"], UPCAST=dev.type == "cpu", num_warps=p["num_warps"],
                          num_stages=p["num_stages"])
-    if M * N >= p["V8_MIN_ELEMS"]:
-        return _topk_v8(logits, lengths, k, out, **{n: p["V8_" + n] for n in V8_PARAMS})
+    if M * N >= p["V10_MIN_ELEMS"]:
+        return _topk_v10(logits, lengths, k, out, **{n: p["V10_" + n] for n in V10_PARAMS})
     return _topk_v6(logits, lengths, k, out, p["TK_BLOCK"], p["TK_TARGET_CTAS"], p["TK_WARPS"], p["TK_SEL_BLOCK"],
                     p["TK_SEL_WARPS"], p["TK_L1_BITS"], p["TK_MAX_C"])

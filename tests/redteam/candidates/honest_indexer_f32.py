@@ -1,5 +1,6 @@
 """HONEST dsa_indexer_topk variant: a Triton kernel computes the scores in f32 (tl.dot of bf16 operands, ReLU,
-weights), a second selects the top-k by bisection on the int key. Must pass. expect: pass"""
+weights), a second selects the top-k by bisection on the int key (one pass over the row per step, in blocks, so it
+compiles and runs at 256K too). Must pass. expect: pass"""
 import torch
 import triton
 import triton.language as tl
@@ -25,32 +26,50 @@ def _scores_kernel(q_ptr, k_ptr, w_ptr, s_ptr, N, H: tl.constexpr, D: tl.constex
 
 
 @triton.jit
+def _count_ge(x_row, L, mid, BLOCK: tl.constexpr):
+    cnt = 0
+    for start in range(0, L, BLOCK):
+        offs = start + tl.arange(0, BLOCK)
+        x = tl.load(x_row + offs, mask=offs < L, other=0.0)
+        b = x.to(tl.int32, bitcast=True)
+        key = tl.where(b < 0, b ^ 0x7FFFFFFF, b).to(tl.int64)
+        cnt += tl.sum(tl.where((offs < L) & (key >= mid), 1, 0), 0)
+    return cnt
+
+
+@triton.jit
 def _select_kernel(x_ptr, stride_x, len_ptr, out_ptr, stride_o, N, K, BLOCK: tl.constexpr, KB: tl.constexpr):
     row = tl.program_id(0)
-    L = tl.load(len_ptr + row)
-    offs = tl.arange(0, BLOCK)
-    valid = offs < L
-    x = tl.load(x_ptr + row * stride_x + offs, mask=valid, other=0.0)
-    b = x.to(tl.int32, bitcast=True)
-    key = tl.where(b < 0, b ^ 0x7FFFFFFF, b).to(tl.int64)
+    x_row = x_ptr + row.to(tl.int64) * stride_x
+    o_row = out_ptr + row.to(tl.int64) * stride_o
+    L = tl.minimum(tl.maximum(tl.load(len_ptr + row), 0), N)
+    k_eff = tl.minimum(K, L)
     lo = tl.full([], -2147483648, tl.int64)
     hi = tl.full([], 2147483647, tl.int64)
-    for _ in range(33):
+    for _ in range(33):            # the largest key t with #(key >= t) >= k_eff, one pass over the row per step
         mid = (lo + hi + 1) >> 1
-        cnt = tl.sum(tl.where(valid & (key >= mid), 1, 0), 0)
-        take = cnt >= K
+        take = _count_ge(x_row, L, mid, BLOCK) >= k_eff
         lo = tl.where(take, mid, lo)
         hi = tl.where(take, hi, mid - 1)
-    gt = valid & (key > lo)
-    eq = valid & (key == lo)
-    need = K - tl.sum(gt.to(tl.int32), 0)
-    eq_rank = tl.cumsum(eq.to(tl.int32), 0)
-    sel = gt | (eq & (eq_rank <= need))
-    pos = tl.cumsum(sel.to(tl.int32), 0) - 1
-    n_sel = tl.sum(sel.to(tl.int32), 0)
+    need = k_eff - _count_ge(x_row, L, lo + 1, BLOCK)
+    n_gt = 0
+    n_eq = 0
+    for start in range(0, L, BLOCK):
+        offs = start + tl.arange(0, BLOCK)
+        m = offs < L
+        x = tl.load(x_row + offs, mask=m, other=0.0)
+        b = x.to(tl.int32, bitcast=True)
+        key = tl.where(b < 0, b ^ 0x7FFFFFFF, b).to(tl.int64)
+        gt = m & (key > lo)
+        eq = m & (key == lo)
+        eq_rank = n_eq + tl.cumsum(eq.to(tl.int32), 0)
+        take_eq = eq & (eq_rank <= need)
+        tl.store(o_row + n_gt + tl.cumsum(gt.to(tl.int32), 0) - 1, offs.to(tl.int32), mask=gt)
+        tl.store(o_row + (k_eff - need) + eq_rank - 1, offs.to(tl.int32), mask=take_eq)
+        n_gt += tl.sum(gt.to(tl.int32), 0)
+        n_eq += tl.sum(eq.to(tl.int32), 0)
     slots = tl.arange(0, KB)
-    tl.store(out_ptr + row * stride_o + slots, tl.full([KB], -1, tl.int32), mask=(slots >= n_sel) & (slots < K))
-    tl.store(out_ptr + row * stride_o + pos, offs.to(tl.int32), mask=sel)
+    tl.store(o_row + slots, tl.full([KB], -1, tl.int32), mask=(slots >= k_eff) & (slots < K))
 
 
 def forward(q, k_index, weights, lengths, k):
@@ -60,6 +79,6 @@ def forward(q, k_index, weights, lengths, k):
     bs = PARAMS["BLOCK_S"]
     _scores_kernel[(M, triton.cdiv(N, bs))](q, k_index, weights, s, N, H=H, D=D, BLOCK_S=bs)
     out = torch.empty((M, k), dtype=torch.int32, device=q.device)
-    _select_kernel[(M,)](s, s.stride(0), lengths, out, out.stride(0), N, k,
-                         BLOCK=max(triton.next_power_of_2(N), 16), KB=triton.next_power_of_2(k))
+    _select_kernel[(M,)](s, s.stride(0), lengths.to(torch.int32), out, out.stride(0), N, k,
+                         BLOCK=1024, KB=triton.next_power_of_2(k))
     return out
