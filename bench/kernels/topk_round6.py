@@ -1,4 +1,5 @@
-"""Round 6: best_v10/v11 (KC selects from KB's digit histograms) against best (v8/v6) and torch.topk.
+"""Round 6: best_v10 (KC selects from KB's digit histograms) against best (v8/v6) and torch.topk.
+(Run 2 had --main v11 --other v10; best_v11.py was removed after it, see candidates/NOTES.md.)
 
 python bench/kernels/topk_round6.py [--out DIR] [--budget SECONDS] [--run NAME] [--main v11] [--other v10]
 

@@ -34,8 +34,7 @@ TOPK8 = [("dsa_topk/best_v8.py", V8), ("dsa_topk/best_v8.py", dict(V8, ATOMIC=1)
          ("dsa_topk/best.py", dict(SMALL, **{"V10_" + n: v for n, v in V8.items()}, V10_MIN_ELEMS=0)),
          ("dsa_topk/best_v9.py", V8), ("dsa_topk/best_v9.py", dict(V8, ATOMIC=0, MIN_C=1)),
          ("dsa_topk/best_v10.py", V8), ("dsa_topk/best_v10.py", dict(V8, ATOMIC=0, SPAN_BITS=8)),
-         ("dsa_topk/best_v10.py", dict(V8, SMALLR=4, SMALLTA=8)),
-         ("dsa_topk/best_v11.py", V8), ("dsa_topk/best_v11.py", dict(V8, SMALLR=4, SMALLTA=8, ATOMIC=0))]
+         ("dsa_topk/best_v10.py", dict(V8, SMALLR=4, SMALLTA=8))]
 
 
 def _relu_cases():
@@ -64,7 +63,7 @@ def test_round2_topk_exact_and_deterministic(rel, params):
 
 @pytest.mark.parametrize("rel,params", TOPK8, ids=["v8", "v8-atomic", "v8-smallt16", "v8-fallback-low",
                                                   "v8-fallback-overflow", "best-v10-path", "v9", "v9-scan-minc1",
-                                                  "v10", "v10-scan-span8", "v10-small-tiles", "v11", "v11-small-tiles"])
+                                                  "v10", "v10-scan-span8", "v10-small-tiles"])
 def test_v8_topk_exact(rel, params):
     m = _load(rel, params)
     _contract(m)
@@ -91,9 +90,8 @@ IDX_V10 = {"N_PER_PROG": 128, "BLOCK_N": 64, "TK_BLOCK": 256, "TK_TARGET_CTAS": 
 
 @pytest.mark.parametrize("rel,params", [("dsa_indexer_topk/best_v4.py", IDX_SMALL), ("dsa_indexer_topk/best_v5.py", IDX_SMALL),
                                         ("dsa_indexer_topk/best_v6.py", IDX_SMALL), ("dsa_indexer_topk/best.py", IDX_SMALL),
-                                        ("dsa_indexer_topk/best.py", IDX_V10_PATH), ("dsa_indexer_topk/best_v10.py", IDX_V10),
-                                        ("dsa_indexer_topk/best_v11.py", IDX_V10)],
-                         ids=["v4", "v5", "v6", "best", "best-v10-path", "v10", "v11"])
+                                        ("dsa_indexer_topk/best.py", IDX_V10_PATH), ("dsa_indexer_topk/best_v10.py", IDX_V10)],
+                         ids=["v4", "v5", "v6", "best", "best-v10-path", "v10"])
 def test_round2_indexer(rel, params):
     m = _load(rel, params)
     _contract(m)
