@@ -1,41 +1,31 @@
-"""dsa_topk best_v10: best_v9 with KC's exact select done from a histogram that KB builds.
-
-In best_v8/v9 KC (one program per row) found the k-th largest candidate by four 8-bit histogram levels
-over a tile of 8K slots, and again over indices when values tied: ~25-33 us at 64 x 128K, the largest
-kernel. Here each KB program also histograms its own candidates (a few hundred, re-read from its
-region) on a row-wide 8-bit digit, min((key - thr) >> sh, 255), with sh from KA (the span between
-the threshold and the largest sample covers ~128-255 bins). KC sums the C tables, picks the digit
-d holding the k-th candidate, takes every candidate of a larger digit and ranks the few members of
-digit d pairwise on (key desc, index asc). Rows where digit d holds more than SMALLR members (heavy
-ties, clustered values) or is the clamped top digit keep best_v9's select.
-
-best_v9: best_v8 compiled once per kernel for every large shape.
-
-best_v8's tile constexprs (RC, CB) changed with M, so each benchmark shape with a new number of programs
-per row recompiled KA/KB/KC in both the verify and the benchmark child (the dsa_topk best's benchmark
-stage grew from 18 to 30 s). Here C is a power of two, at least MIN_C (16) where the row has that many
-blocks, so that C (a run-time argument, specialised by Triton on divisibility by 16) and the KC tile
-(TILE = 2 SMALL slots, constexpr) stay the same; RC = TILE / C is a run-time argument.
-
-best_v8: sample a threshold, filter once, select among a few thousand candidates; 3 launches.
+"""dsa_topk best_v10: sample a threshold, filter once while histogramming the candidates, select from it.
 
 forward(logits f32[M, N], lengths int32[M], k) -> int32[M, k]
 
-Values map to order-preserving uint32 keys (as in seed.py).
-  KA  grid (M,): S = NS x G samples (NS groups of G contiguous values spread over the row); thr = the
-      r-th largest sample key, r = 1.5 k S / L + 12 (about 5 standard deviations more samples than
-      expected above the true k-th value), exact (four 8-bit histogram levels on keys relative to the
-      smallest sample). thr = 0 for rows of at most SMALL values (all of them are candidates).
-  KB  grid (M, C): each row is split evenly over its C programs; each scans its part once, writes
-      keys > thr (key, index) to its own region of RC slots (no atomics) and counts keys == thr.
+Values map to order-preserving uint32 keys (as in seed.py). Three launches:
+  KA  grid (M,): S = NS x G samples (NS groups of G contiguous values spread over the row); thr is a key with
+      at least r samples at or above it, r = 1.5 k S / L + 12 (about 5 standard deviations more than expected
+      above the true k-th value): the lower edge of the bin that two 8-bit histogram levels pick (keys relative
+      to the smallest sample, the second level over the compacted members of the first's bin). A row of at
+      most S values (and more than k) is read whole and thr is set just below its smallest key. Also the digit
+      shift sh: (largest sample - thr) >> sh spans 2^(SPAN_BITS-1) to 2^SPAN_BITS digits.
+  KB  grid (M, C): each row split evenly over its C programs (C a power of two >= MIN_C, one compile for every
+      large shape); each scans its part once, writes keys > thr (key, index) to its own region of RC slots (a
+      slot per candidate from its own atomic counter with ATOMIC=1, a block scan otherwise), counts keys == thr,
+      then re-reads its candidates and writes a 256-bin histogram of the digit min((key - thr) >> sh, 255).
   KC  grid (M,): n_gt = #(key > thr), n_eq = #(key == thr) over the row.
-      A) n_gt >= k_eff: the exact k_eff-th largest key T among the candidates (four 8-bit histogram
-         levels in registers); keys > T and, of those == T, the smallest indices (same select on L - 1 - index).
+      n_gt == k_eff: every candidate (short rows).
+      A) n_gt > k_eff: the C tables summed, the digit d holding the k_eff-th candidate picked; every candidate
+         of a larger digit is taken and the members of d (usually 15-55) are ranked pairwise on (key desc,
+         index asc) in 64 x R tiles. Where d holds more than SMALLR members (a big tie bucket) or is the
+         clamped digit 255: best_v9's exact radix select over all candidates, ties broken by index.
       B) n_gt < k_eff <= n_gt + n_eq: every candidate, then the first k_eff - n_gt values == thr
          in index order (a scan that stops once it has them): heavy ties at the threshold.
       C) otherwise (a misleading sample, or a region overflowed): seed.py's exact one-program select
-         over the whole row, inside the same launch (slow, correct; never seen on the inputs we time).
-Exact as a set, deterministic as a set, no cap on tie buckets.
+         over the whole row, inside the same launch (slow, correct; never seen on the inputs timed).
+Exact as a set, deterministic as a set, no cap on tie buckets. History: best_v8 (the sampled threshold),
+best_v9 (one compile per kernel), this file (KC's select from KB's histograms; gpu_worker/candidates/NOTES.md,
+round 4).
 """
 import torch
 import triton
