@@ -114,7 +114,10 @@ def reports_import(*, path: Path, actor, thesis: Thesis | None = None) -> list[R
             target = Target.objects.filter(name=target_name).first()
             if target is None:
                 raise ValidationError(f"unknown target {target_name!r}: sync targets first")
-            gpu, date = _device_of(items[0][1], [r for r in records if r.get("target") == target_name])
+            target_records = [r for r in records if r.get("target") == target_name]
+            gpu, _ = _device_of(items[0][1], target_records)
+            days = sorted({d for d in (_device_of(report, target_records)[1] for _, report in items) if d})
+            date = days[0] if len(days) == 1 else f"{days[0]} to {days[-1]}" if days else ""
             hardware = kind_from_name(gpu) if gpu != "unknown GPU" else "unknown"
             run_thesis = thesis or Thesis.objects.filter(target=target, title=f"Imported results: {target_name}").first()
             if run_thesis is None:
