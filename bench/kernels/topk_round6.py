@@ -6,7 +6,7 @@ python bench/kernels/topk_round6.py [--out DIR] [--budget SECONDS] [--run NAME] 
 Method as dev_bench.py (imported): correctness on the GPU first (set-exact, deterministic as a set,
 input not mutated), then CUDA-graph replays timed one by one with events, 512 MB L2 flush before each,
 3 input sets interleaved, median of 45 replays. For each v10 timing the rows are classified by the
-path KC takes (all: n_gt == k; fast: pairwise rank of one digit; radix: best_v9's select; B: ties at
+path KC takes (all: n_gt == k; fast: pairwise rank of one digit; radix: best_v8's select; B: ties at
 the threshold; C: the one-program fallback), recomputed from KA and KB. Then a per-kernel split and
 small sweeps.
 """
@@ -78,7 +78,7 @@ def main():
     ap.add_argument("--budget", type=float, default=240.0)
     ap.add_argument("--run", default="run1", help="suffix of the output file")
     ap.add_argument("--main", default="v10", help="the variant checked, timed, profiled and swept (best_MAIN.py)")
-    ap.add_argument("--other", default="v9", help="a variant checked on a few inputs and timed alongside")
+    ap.add_argument("--other", default="v8", help="a variant checked on a few inputs and timed alongside")
     a = ap.parse_args()
     mn, ot = a.main, a.other
     os.makedirs(a.out, exist_ok=True)

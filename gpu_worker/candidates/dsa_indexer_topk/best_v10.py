@@ -353,7 +353,7 @@ def _kc_select(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, hist_
                 _rank_store(rs, cnt, k_rem, o_row + (k_eff - k_rem), SMALLR, SMALLR)
             tl.store(o_row + tl.cumsum(gt.to(tl.int32), 0) - 1, idx, mask=gt)
         else:
-            # heavy ties or clustered values in one digit: best_v9's radix select
+            # heavy ties or clustered values in one digit: best_v8's radix select
             t, need = _radix_top(key - thr, live, k_eff, scr_ptr + row * 3 * SMALLT + SMALLT, SMALLT)
             t = t + thr
             gt = live & (key > t)

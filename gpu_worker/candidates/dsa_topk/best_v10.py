@@ -18,14 +18,14 @@ Values map to order-preserving uint32 keys (as in seed.py). Three launches:
       A) n_gt > k_eff: the C tables summed, the digit d holding the k_eff-th candidate picked; every candidate
          of a larger digit is taken and the members of d (usually 15-55) are ranked pairwise on (key desc,
          index asc) in 64 x R tiles. Where d holds more than SMALLR members (a big tie bucket) or is the
-         clamped digit 255: best_v9's exact radix select over all candidates, ties broken by index.
+         clamped digit 255: best_v8's exact radix select over all candidates, ties broken by index.
       B) n_gt < k_eff <= n_gt + n_eq: every candidate, then the first k_eff - n_gt values == thr
          in index order (a scan that stops once it has them): heavy ties at the threshold.
       C) otherwise (a misleading sample, or a region overflowed): seed.py's exact one-program select
          over the whole row, inside the same launch (slow, correct; never seen on the inputs timed).
 Exact as a set, deterministic as a set, no cap on tie buckets. History: best_v8 (the sampled threshold),
-best_v9 (one compile per kernel), this file (KC's select from KB's histograms; gpu_worker/candidates/NOTES.md,
-round 4).
+best_v9 (one compile per kernel; commit af4bf82), this file (KC's select from KB's histograms;
+gpu_worker/candidates/NOTES.md, round 4).
 """
 import torch
 import triton
@@ -328,7 +328,7 @@ def _kc_select(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, hist_
                 _rank_store(rs, cnt, k_rem, o_row + (k_eff - k_rem), SMALLR, SMALLR)
             tl.store(o_row + tl.cumsum(gt.to(tl.int32), 0) - 1, idx, mask=gt)
         else:
-            # heavy ties or clustered values in one digit: best_v9's radix select
+            # heavy ties or clustered values in one digit: best_v8's radix select
             t, need = _radix_top(key - thr, live, k_eff, scr_ptr + row * 3 * SMALLT + SMALLT, SMALLT)
             t = t + thr
             gt = live & (key > t)
