@@ -10,9 +10,10 @@ import logging
 import sys
 
 from django.core.signals import got_request_exception
-from django.db import OperationalError
+from django.db import OperationalError, connections
 from django.dispatch import receiver
 from django.http import HttpResponse
+from django.views import debug
 
 log = logging.getLogger(__name__)
 RETRY_AFTER_S = 5
@@ -45,3 +46,20 @@ class DatabaseUnavailableMiddleware:
             log.warning("503 for %s: the database refused a connection", request.path)
             return _unavailable(request)
         return response
+
+
+class ExceptionReporter(debug.ExceptionReporter):
+    """Django's debug 500 page (DEBUG on), which under ASGI is built in a thread of the event loop's default
+    pool. It shows each frame's variables with repr(), and the repr of an unevaluated queryset runs it: that
+    opens a database connection in a thread that serves no request, so no request_finished ever closes it.
+    Under a tight connection limit those connections kept the console at 503 until a restart. The page is
+    built as before; then the connections this thread opened are closed (not one inside a transaction:
+    a test's, or a sync request's own)."""
+
+    def get_traceback_html(self):
+        try:
+            return super().get_traceback_html()
+        finally:
+            for conn in connections.all(initialized_only=True):
+                if not conn.in_atomic_block:
+                    conn.close()

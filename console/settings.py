@@ -23,6 +23,7 @@ else:
     SECRET_KEY = env("DJANGO_SECRET_KEY", default="dev-only-not-secret-ark-console")
     ALLOWED_HOSTS = env.list("DJANGO_ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "testserver"])
 DEBUG = env.bool("DJANGO_DEBUG", default=not PRODUCTION)
+DEFAULT_EXCEPTION_REPORTER = "console.middleware.ExceptionReporter"  # closes what the debug 500 page opened
 CSRF_TRUSTED_ORIGINS = env.list("DJANGO_CSRF_TRUSTED_ORIGINS", default=[])
 
 INSTALLED_APPS = [

@@ -1,4 +1,6 @@
+from django.http import HttpResponseServerError
 from django.shortcuts import render
+from django.template import loader
 
 
 def not_found(request, exception=None):
@@ -17,6 +19,9 @@ def bad_request(request, exception=None):
 
 
 def server_error(request):
-    return render(request, "console/error.html",
-                  {"title": "Something went wrong", "message": "The error was logged; nothing was lost."},
-                  status=500)
+    """Rendered without the request's context: the context processors would look up the session and the
+    user, which opens a database connection in the thread Django handles the exception in, a thread of
+    the event loop's default pool under ASGI that no request_finished ever cleans up. Under a tight
+    connection limit those leaked connections kept the console at 503 until a restart."""
+    return HttpResponseServerError(loader.render_to_string(
+        "console/error.html", {"title": "Something went wrong", "message": "The error was logged; nothing was lost."}))
