@@ -1,7 +1,8 @@
 """Every cheating candidate in candidates/ gets the finding its header names; the honest ones pass.
 
 Each file's docstring says `target: <name>` and `expect: <code>[|<code>...]` (or `pass`), and
-`gpu-only` for hacks that only a GPU run can expose (CUDA-graph capture, timing)."""
+`gpu-only` for hacks that only a GPU run can expose (CUDA-graph capture, timing). On an H200 they run
+through bench/redteam_gpu.py; what each got there is in bench/results/h200/redteam_gpu.md."""
 
 import re
 from pathlib import Path
