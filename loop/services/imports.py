@@ -115,8 +115,9 @@ def reports_import(*, path: Path, actor, thesis: Thesis | None = None) -> list[R
             if target is None:
                 raise ValidationError(f"unknown target {target_name!r}: sync targets first")
             target_records = [r for r in records if r.get("target") == target_name]
-            gpu, _ = _device_of(items[0][1], target_records)
-            days = sorted({d for d in (_device_of(report, target_records)[1] for _, report in items) if d})
+            devices = [_device_of(report, target_records) for _, report in items]
+            gpu = devices[0][0]
+            days = sorted({day for _, day in devices if day})
             date = days[0] if len(days) == 1 else f"{days[0]} to {days[-1]}" if days else ""
             hardware = kind_from_name(gpu) if gpu != "unknown GPU" else "unknown"
             run_thesis = thesis or Thesis.objects.filter(target=target, title=f"Imported results: {target_name}").first()
