@@ -83,14 +83,11 @@ IDX_SMALL = {"N_PER_PROG": 128, "BLOCK_N": 64, "TK_BLOCK": 256, "TK_TARGET_CTAS"
 IDX_V10_PATH = dict(IDX_SMALL, V10_MIN_ELEMS=0, V10_BLOCK=256, V10_TARGET_CTAS=8, V10_SMALL=512, V10_NS=32,
                     V10_G=8, V10_SMALLT=64)
 
-IDX_V10 = {"N_PER_PROG": 128, "BLOCK_N": 64, "TK_BLOCK": 256, "TK_TARGET_CTAS": 8, "TK_SMALL": 512, "TK_NS": 32,
-           "TK_G": 8, "TK_SMALLT": 64}
-
 
 @pytest.mark.parametrize("rel,params", [("dsa_indexer_topk/best_v4.py", IDX_SMALL), ("dsa_indexer_topk/best_v5.py", IDX_SMALL),
                                         ("dsa_indexer_topk/best_v6.py", IDX_SMALL), ("dsa_indexer_topk/best.py", IDX_SMALL),
-                                        ("dsa_indexer_topk/best.py", IDX_V10_PATH), ("dsa_indexer_topk/best_v10.py", IDX_V10)],
-                         ids=["v4", "v5", "v6", "best", "best-v10-path", "v10"])
+                                        ("dsa_indexer_topk/best.py", IDX_V10_PATH)],
+                         ids=["v4", "v5", "v6", "best", "best-v10-path"])
 def test_round2_indexer(rel, params):
     m = _load(rel, params)
     _contract(m)

@@ -359,7 +359,7 @@ def _kc_select(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, hist_
         tl.store(o_row + o3, tl.full([KBLOCK], -1, tl.int32), mask=(o3 >= k_eff) & (o3 < K))
 
 
-def _topk_v8(logits, lengths, k, out, BLOCK, TARGET_CTAS, MAX_C, num_warps, SMALL, SEL_WARPS, NS, G,
+def _topk_v10(logits, lengths, k, out, BLOCK, TARGET_CTAS, MAX_C, num_warps, SMALL, SEL_WARPS, NS, G,
              ALPHA_X2, BETA, ATOMIC=0, SMALLT=512, MIN_C=16, SMALLR=512, SPAN_BITS=9, SMALLTA=1024):
     M, N = logits.shape
     dev = logits.device
@@ -397,4 +397,4 @@ def forward(logits, lengths, k):
     out = torch.empty((M, k), dtype=torch.int32, device=logits.device)
     if M == 0 or k == 0:
         return out
-    return _topk_v8(logits, lengths, k, out, **PARAMS)
+    return _topk_v10(logits, lengths, k, out, **PARAMS)
