@@ -16,7 +16,7 @@ from .. import hardware
 from ..targets import get_target
 from . import referee, stats
 from .guard import check_candidate
-from .sandbox import run_child
+from .sandbox import EarlyChild, run_child
 
 SCHEMA = "ark.report/1"
 VERIFY_TIMEOUT_S = {"cpu": 240.0, "smoke": 180.0, "full": 420.0}
@@ -131,18 +131,24 @@ def _evaluate(spec: dict, report: dict, stages: _Stages) -> None:
 
     scratch_root = Path(tempfile.mkdtemp(prefix="ark-eval-"))
     os.chmod(scratch_root, 0o711)  # a child running as nobody must traverse it (its own dirs are inside)
+    bench = None
     try:
+        if mode == "gpu":
+            bench = _start_bench_child(spec, target, source, info, effective, seed, scratch_root)
         verify_entry = _verify(spec, report, stages, target, source, info, device, effective, seed, scratch_root)
         if mode == "cpu":
             stages.put("benchmark", {"status": "unavailable", "reason": "timings need a GPU worker"})
         elif verify_entry["status"] != "pass":
+            bench.cancel()
             stages.put("benchmark", {"status": "skipped", "reason": "verification failed"})
         else:
-            _benchmark(spec, report, stages, target, source, info, effective, seed, scratch_root)
+            _benchmark(report, stages, target, effective, bench)
         ctx = {"stages": stages, "scratch_root": scratch_root, "source": source, "spec": spec, "info": info,
                "profile": effective, "seed": seed} if mode == "gpu" else None
         _finish(report, target, stages, ctx)
     finally:
+        if bench is not None:
+            bench.cancel()  # on every way out, and before its scratch dir goes; a no-op once it has ended
         shutil.rmtree(scratch_root, ignore_errors=True)
 
 
@@ -161,6 +167,8 @@ def _write_source(scratch: Path, name: str, source: str) -> Path:
 
 
 def _crash_findings(run, stage: str) -> list[dict]:
+    if run.cancelled:
+        return []  # the harness ended it
     if run.timed_out:
         return [{"code": f"{stage}:timeout", "message": "the child ran past its time limit and was killed "
                  f"with its process group; output tail:\n{run.log_tail[-1500:]}"}]
@@ -172,6 +180,10 @@ def _crash_findings(run, stage: str) -> list[dict]:
     return []
 
 
+def _verify_timeout(spec, device, profile) -> float:
+    return float(spec.get("verify_timeout_s") or VERIFY_TIMEOUT_S["cpu" if device == "cpu" else profile])
+
+
 def _verify(spec, report, stages, target, source, info, device, profile, seed, scratch_root) -> dict:
     shapes = target.verify_shapes(profile, seed)
     t = stages.start("verify", shapes=len(shapes))
@@ -179,8 +191,8 @@ def _verify(spec, report, stages, target, source, info, device, profile, seed, s
     scratch.mkdir()
     path = _write_source(scratch, "candidate.py", source)
     cfg = _child_cfg(target, info, device, "verify", shapes, profile, path)
-    timeout = float(spec.get("verify_timeout_s") or VERIFY_TIMEOUT_S["cpu" if device == "cpu" else profile])
-    run = run_child(cfg, secret=str(seed), timeout_s=timeout, scratch=scratch, device=device)
+    run = run_child(cfg, secret=str(seed), timeout_s=_verify_timeout(spec, device, profile), scratch=scratch,
+                    device=device)
     report["isolation"] = run.protections
     findings: list[dict] = []
     per_shape = []
@@ -222,7 +234,7 @@ def _verify(spec, report, stages, target, source, info, device, profile, seed, s
         per_shape.append(entry)
     if device == "cuda":
         import torch
-        torch.cuda.empty_cache()  # the referee's memory goes back before the benchmark child starts
+        torch.cuda.empty_cache()  # the referee's memory goes back before the benchmark's timing starts
     if not findings:
         findings += _crash_findings(run, "verify")
     elif run.timed_out:
@@ -250,26 +262,43 @@ def _dedupe(findings: list[dict]) -> list[dict]:
     return out
 
 
-def _benchmark(spec, report, stages, target, source, info, profile, seed, scratch_root) -> None:
-    shapes = target.benchmark_shapes(profile)
-    t = stages.start("benchmark", shapes=len(shapes))
+def _start_bench_child(spec, target, source, info, profile, seed, scratch_root) -> EarlyChild:
+    """The benchmark's child, started beside the verify child: its imports, CUDA init and first calls
+    (Triton compiles) overlap verification. It gets the seed only through _benchmark's gate, after a
+    passing verify stage; a failing one cancels it. Its own scratch dir and Triton cache, as before."""
     scratch = scratch_root / "bench"
     scratch.mkdir()
     path = _write_source(scratch, "candidate.py", source)
     inc_path = _write_source(scratch, "incumbent.py", spec["incumbent_source"]) if spec.get("incumbent_source") else None
-    cfg = _child_cfg(target, info, "cuda", "bench", shapes, profile, path, inc_path)
+    cfg = _child_cfg(target, info, "cuda", "bench", target.benchmark_shapes(profile), profile, path, inc_path)
+    # its waiting at the gate does not count against its own timeout, up to verify's (a hard bound)
+    return EarlyChild(cfg, secret=str(seed), timeout_s=BENCH_TIMEOUT_S[profile], scratch=scratch, device="cuda",
+                      max_gate_wait_s=_verify_timeout(spec, "cuda", profile)).start()
+
+
+def _benchmark(report, stages, target, profile, child: EarlyChild) -> None:
+    shapes = target.benchmark_shapes(profile)
+    t = stages.start("benchmark", shapes=len(shapes))  # "seconds" counts from the gate's opening
     clocks_before = hardware.fingerprint()
-    run = run_child(cfg, secret=str(seed), timeout_s=BENCH_TIMEOUT_S[profile], scratch=scratch, device="cuda")
+    child.release()
+    run = child.result()
     clocks_after = hardware.fingerprint()
+    # what the child did after it got the seed: the timing is all there (the claimed-GPU-time check)
+    after_gate_s = run.wall_s - (run.released_s if run.released_s is not None else 0.0)
+    warm = next((m for m in run.messages if m.get("type") == "warm"), {})
     ceil = stats.ceilings_for((report.get("hardware") or {}).get("kind"))
-    findings, per_shape, summary, claimed_s = bench_results(run.messages, target, ceil, run.wall_s)
+    findings, per_shape, summary, claimed_s = bench_results(run.messages, target, ceil, after_gate_s)
     findings += _crash_findings(run, "benchmark") if not any(m.get("type") == "done" for m in run.messages) else []
     status = "fail" if findings else ("pass" if per_shape and len(per_shape) == len(shapes) else "error")
     report["summary"] = summary
     stages.end("benchmark", t, {"status": status, "shapes": per_shape, "findings": _dedupe(findings),
                                 "clocks_before": _clocks(clocks_before), "clocks_after": _clocks(clocks_after),
-                                "child_wall_s": round(run.wall_s, 3), "claimed_gpu_s": round(claimed_s, 4),
-                                "ceilings": ceil})
+                                "claimed_gpu_s": round(claimed_s, 4), "ceilings": ceil,
+                                # the child started with verify: its whole life, its warm-up, how long it
+                                # waited loaded at the gate, and its life after the gate
+                                "started_early": True, "child_wall_s": round(run.wall_s, 3),
+                                "warm_s": warm.get("seconds"), "gate_wait_s": round(run.gate_wait_s or 0.0, 3),
+                                "after_gate_s": round(after_gate_s, 3)})
 
 
 def bench_results(messages: list[dict], target, ceil: dict | None, wall_s: float):

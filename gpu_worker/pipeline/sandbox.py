@@ -7,6 +7,9 @@ results only on a pipe the parent owns. Where the parent is root and it works: a
 namespace (`unshare -n`) and the uid `nobody`. Where the kernel has Landlock, the child confines
 itself before any candidate code runs (child.py): writes only in its scratch dir, /dev and /proc,
 no TCP, no signals outside the sandbox. What applied is recorded in the report.
+
+A child can be started before it may run (`EarlyChild`): it loads while the worker does other work,
+and gets its secret only when the worker opens its gate.
 """
 
 from __future__ import annotations
@@ -20,9 +23,10 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import lru_cache, partial
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -40,6 +44,9 @@ class ChildRun:
     log_tail: str = ""
     wall_s: float = 0.0
     protections: dict = field(default_factory=dict)
+    cancelled: bool = False  # ended by the harness (cancel), not by anything the child did
+    released_s: float | None = None  # when the secret went to the child, seconds after the spawn
+    gate_wait_s: float | None = None  # how long the loaded child waited at a closed gate
 
 
 def _probe(argv: list[str], **kwargs) -> bool:
@@ -102,12 +109,17 @@ def child_env(dirs: dict[str, Path], device: str) -> dict[str, str]:
 
 
 def run_child(cfg: dict, *, secret: str, timeout_s: float, scratch: Path, device: str,
-              on_message=None) -> ChildRun:
+              on_message=None, gate: threading.Event | None = None, cancel: threading.Event | None = None,
+              max_gate_wait_s: float = 0.0) -> ChildRun:
+    """Run one child to its end. The secret goes to its stdin once it has loaded the candidate and,
+    with a `gate`, once the gate is set too; the time a loaded child waits at the closed gate does not
+    count against `timeout_s` (up to `max_gate_wait_s` of it does not). Setting `cancel` kills the
+    child's group and returns the run marked `cancelled`."""
     prot = host_protections()
     uid = NOBODY if prot["uid_drop"] else None
     dirs = make_scratch(scratch, uid)
     read_fd, write_fd = os.pipe()
-    rlimits = child_rlimits(device, timeout_s)
+    rlimits = child_rlimits(device, timeout_s + max_gate_wait_s)
     if uid is not None and hasattr(resource, "RLIMIT_NPROC"):
         # A fork bomb stops at this many processes and threads of `nobody` (root is exempt, so only here).
         rlimits["RLIMIT_NPROC"] = _env_int("ARK_CHILD_NPROC", 4096)
@@ -136,12 +148,22 @@ def run_child(cfg: dict, *, secret: str, timeout_s: float, scratch: Path, device
     buf = b""
     total = 0
     deadline = t0 + timeout_s
+    hard_deadline = deadline + max_gate_wait_s
+    waiting_since = None  # set while the loaded child waits at the closed gate
     done_at = None
     next_disk_check = t0
-    stop_now = False  # set when the harness ends the run (timeout, disk, flood): no grace to exit
+    stop_now = False  # set when the harness ends the run (timeout, disk, flood, cancel): no grace to exit
     try:
         while True:
-            left = deadline - time.monotonic()
+            if cancel is not None and cancel.is_set():
+                run.cancelled = stop_now = True
+                break
+            if waiting_since is not None and gate.is_set():
+                run.gate_wait_s = time.monotonic() - waiting_since
+                deadline = min(deadline + run.gate_wait_s, hard_deadline)
+                waiting_since = None
+                _send_secret(proc, secret, run, t0)
+            left = (hard_deadline if waiting_since is not None else deadline) - time.monotonic()
             if left <= 0:
                 run.timed_out = True
                 break
@@ -155,7 +177,8 @@ def run_child(cfg: dict, *, secret: str, timeout_s: float, scratch: Path, device
                     break
             if done_at is not None and time.monotonic() - done_at > 3.0:
                 break  # it said it was done; do not wait for a slow teardown
-            ready, _, _ = select.select([read_fd], [], [], min(left, 0.25))
+            # a waiting child is polled often: the gate's latency adds to the evaluation's wall time
+            ready, _, _ = select.select([read_fd], [], [], min(left, 0.25 if waiting_since is None else 0.05))
             if not ready:
                 if proc.poll() is not None:
                     break  # the child exited; a process it forked may hold the pipe open, but says nothing
@@ -179,13 +202,13 @@ def run_child(cfg: dict, *, secret: str, timeout_s: float, scratch: Path, device
                     continue
                 msg["_received_s"] = time.monotonic() - t0
                 run.messages.append(msg)
-                if msg.get("type") == "load" and msg.get("status") == "pass" and not proc.stdin.closed:
+                if (msg.get("type") == "load" and msg.get("status") == "pass" and not proc.stdin.closed
+                        and waiting_since is None):
                     # once: a candidate can write "load" lines itself, and must not crash the worker with them
-                    try:
-                        proc.stdin.write(f"{secret}\n".encode())
-                        proc.stdin.close()
-                    except (OSError, ValueError):
-                        pass
+                    if gate is None or gate.is_set():
+                        _send_secret(proc, secret, run, t0)
+                    else:
+                        waiting_since = time.monotonic()
                 if msg.get("type") == "done":
                     done_at = time.monotonic()
                 if on_message:
@@ -216,6 +239,56 @@ def run_child(cfg: dict, *, secret: str, timeout_s: float, scratch: Path, device
     except OSError:
         run.log_tail = ""
     return run
+
+
+def _send_secret(proc: subprocess.Popen, secret: str, run: ChildRun, t0: float) -> None:
+    run.released_s = time.monotonic() - t0
+    try:
+        proc.stdin.write(f"{secret}\n".encode())
+        proc.stdin.close()
+    except (OSError, ValueError):
+        pass
+
+
+class EarlyChild:
+    """run_child in a background thread, started before the child may run: it imports and loads (a
+    bench child also warms up) while the caller does other work. release() opens its gate; cancel()
+    kills it (a no-op once it has ended) and, like result(), waits for the thread. `on_message` is
+    called in that thread."""
+
+    def __init__(self, cfg: dict, *, secret: str, timeout_s: float, max_gate_wait_s: float, scratch: Path,
+                 device: str, on_message=None):
+        self._gate, self._cancel = threading.Event(), threading.Event()
+        self._call = partial(run_child, cfg, secret=secret, timeout_s=timeout_s, scratch=scratch, device=device,
+                             on_message=on_message, gate=self._gate, cancel=self._cancel,
+                             max_gate_wait_s=max_gate_wait_s)
+        self._run: ChildRun | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._main, name="ark-early-child", daemon=True)
+
+    def _main(self) -> None:
+        try:
+            self._run = self._call()
+        except BaseException as e:  # re-raised in the caller's thread by result()
+            self._error = e
+
+    def start(self) -> EarlyChild:
+        host_protections()  # probed here, once, rather than by this thread and the caller's at the same time
+        self._thread.start()
+        return self
+
+    def release(self) -> None:
+        self._gate.set()
+
+    def cancel(self) -> None:
+        self._cancel.set()
+        self._thread.join()
+
+    def result(self) -> ChildRun:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._run
 
 
 def _kill_group(pgid: int) -> None:

@@ -1,19 +1,24 @@
 """The child runs isolated; a runaway or crashing candidate ends in a finding, never in a dead worker."""
 
+import importlib
 import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from gpu_worker.pipeline import evaluate
-from gpu_worker.pipeline.sandbox import host_protections, run_child
+from gpu_worker.pipeline import evaluate, sandbox
+from gpu_worker.pipeline.sandbox import ChildRun, EarlyChild, host_protections, run_child
+
+evaluate_module = importlib.import_module("gpu_worker.pipeline.evaluate")  # the package's `evaluate` is the function
 
 ROOT = Path(__file__).resolve().parents[2]
 HONEST = ROOT / "tests/redteam/candidates/honest_topk_bisect.py"
+SMALL_SHAPE = {"rows": 2, "n_ctx": 1000, "k": 2048, "values": "normal", "lengths": "ragged"}
 
 
 def _cfg(path, **extra):
@@ -147,3 +152,130 @@ def test_the_child_dies_when_the_worker_is_killed(tmp_path):
     finally:
         if _alive(child):
             os.kill(child, 9)
+
+
+@pytest.fixture
+def start_gated(tmp_path):
+    """Starts an EarlyChild in verify mode on CPU; returns it, an event set when its "load" message
+    arrives, and the first message of each type with its arrival time. Cancelled at teardown."""
+    children = []
+
+    def start(source: str):
+        (tmp_path / "work").mkdir()
+        cand = tmp_path / "work" / "cand.py"
+        cand.write_text(source)
+        loaded, seen = threading.Event(), {}
+
+        def on_message(m):
+            seen.setdefault(m["type"], (time.monotonic(), m))
+            if m["type"] == "load":
+                loaded.set()
+
+        child = EarlyChild(_cfg(cand, shapes=[SMALL_SHAPE]), secret="1", timeout_s=120, max_gate_wait_s=60,
+                           scratch=tmp_path, device="cpu", on_message=on_message).start()
+        children.append(child)
+        return child, loaded, seen
+
+    yield start
+    for child in children:
+        child.cancel()  # a no-op for one that has ended
+
+
+@pytest.mark.slow
+def test_a_gated_child_gets_its_secret_only_when_the_gate_opens(start_gated):
+    child, loaded, seen = start_gated("def forward(*args):\n    return None\n")
+    assert loaded.wait(120)
+    # a secret sent with "load" would bring the tiny shape's result back well within this
+    time.sleep(0.5)
+    opened = time.monotonic()
+    child.release()
+    run = child.result()
+    assert "verify_shape" in seen and seen["verify_shape"][0] > opened
+    assert run.gate_wait_s >= 0.5 and not run.timed_out and not run.cancelled
+    assert run.released_s >= seen["load"][1]["_received_s"] + 0.5
+
+
+@pytest.mark.slow
+def test_cancel_kills_a_child_waiting_at_its_gate_and_what_it_forked(start_gated):
+    # run_child does not run the guard: the candidate forks a grandchild that leaves the process group
+    child, loaded, seen = start_gated("import os, time\nif os.fork() == 0:\n    os.setsid()\n    time.sleep(600)\n"
+                                      "    os._exit(0)\ndef forward(*args):\n    return None\n")
+    assert loaded.wait(120)
+    t0 = time.monotonic()
+    child.cancel()
+    run = child.result()
+    assert time.monotonic() - t0 < 5
+    assert run.cancelled and not run.timed_out and run.released_s is None
+    assert run.protections.get("escaped_processes_killed", 0) >= 1
+    assert not _alive(seen["hello"][1]["pid"])
+    assert evaluate_module._crash_findings(run, "benchmark") == []
+
+
+class _FakeBenchChild:
+    """Stands in for run_child behind EarlyChild: waits (bounded) for the gate or the cancel."""
+
+    def __init__(self):
+        self.started = threading.Event()
+        self.calls = {}
+
+    def __call__(self, cfg, *, secret, timeout_s, scratch, device, on_message, gate, cancel, max_gate_wait_s):
+        self.gate, self.cancel = gate, cancel
+        self.calls.update(cfg=cfg, secret=secret, max_gate_wait_s=max_gate_wait_s)
+        self.started.set()
+        deadline = time.monotonic() + 10
+        while not (gate.is_set() or cancel.is_set()) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        if cancel.is_set():
+            time.sleep(0.2)  # a slow kill: the scratch dir must outlive it
+            self.calls["scratch_alive"] = scratch.exists()
+            return ChildRun(cancelled=True)
+        if not gate.is_set():
+            return ChildRun(timed_out=True)
+        return ChildRun(messages=[{"type": "warm", "seconds": 1.5}, {"type": "done"}], wall_s=30.0, released_s=20.0,
+                        gate_wait_s=3.0)
+
+
+@pytest.fixture
+def gpu_plumbing(monkeypatch):
+    """evaluate on a pretend GPU: the verify stage's outcome is the test's, the bench child is fake."""
+    fake = _FakeBenchChild()
+    outcome = {}
+
+    def verify(spec, report, stages, *args):
+        assert fake.started.wait(10)  # the bench child was started before verify ran
+        t = stages.start("verify")
+        outcome["gate_or_cancel_during_verify"] = fake.gate.is_set() or fake.cancel.is_set()
+        if outcome["status"] == "raise":
+            raise RuntimeError("referee broke")
+        return stages.end("verify", t, {"status": outcome["status"]})
+
+    monkeypatch.setattr(evaluate_module, "_device", lambda: "cuda")
+    monkeypatch.setattr(evaluate_module, "_verify", verify)
+    monkeypatch.setattr(sandbox, "run_child", fake)
+
+    def run(status):
+        outcome["status"] = status
+        report = evaluate({"candidate_id": "x", "target": "dsa_topk", "source": HONEST.read_text(), "seed": 7})
+        assert not outcome["gate_or_cancel_during_verify"]
+        return report, fake
+    return run
+
+
+def test_a_passing_verify_opens_the_early_bench_childs_gate(gpu_plumbing):
+    report, fake = gpu_plumbing("pass")
+    assert fake.calls["secret"] == "7" and fake.calls["cfg"]["mode"] == "bench" and fake.calls["max_gate_wait_s"] > 0
+    assert fake.gate.is_set() and "scratch_alive" not in fake.calls  # it ran to its end, not cancelled
+    bench = report["stages"]["benchmark"]
+    assert bench["started_early"] is True
+    assert (bench["child_wall_s"], bench["after_gate_s"], bench["gate_wait_s"], bench["warm_s"]) == (30.0, 10.0, 3.0, 1.5)
+
+
+@pytest.mark.parametrize("status", ["fail", "compile_only", "raise"])
+def test_a_verify_that_does_not_pass_cancels_the_early_bench_child(gpu_plumbing, status):
+    report, fake = gpu_plumbing(status)
+    assert fake.cancel.is_set() and not fake.gate.is_set()
+    assert fake.calls["scratch_alive"]  # cancelled and joined before the scratch dir went
+    if status == "raise":
+        assert report["verdict"]["reasons"] == ["harness:exception"]
+    else:
+        assert report["stages"]["benchmark"]["status"] == "skipped"
