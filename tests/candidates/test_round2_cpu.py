@@ -31,7 +31,7 @@ V8 = {"BLOCK": 256, "TARGET_CTAS": 8, "SMALL": 512, "NS": 32, "G": 8, "SMALLT": 
 TOPK8 = [("dsa_topk/best_v8.py", V8), ("dsa_topk/best_v8.py", dict(V8, ATOMIC=1)),
          ("dsa_topk/best_v8.py", dict(V8, SMALLT=16)), ("dsa_topk/best_v8.py", dict(V8, ALPHA_X2=0, BETA=1)),
          ("dsa_topk/best_v8.py", dict(V8, ALPHA_X2=40, BETA=200, ATOMIC=1)),
-         ("dsa_topk/best.py", dict(SMALL, **{"V10_" + n: v for n, v in V8.items()}, V10_MIN_ELEMS=0)),
+         ("dsa_topk/best.py", dict(SMALL, **{"V12_" + n: v for n, v in V8.items()}, V12_MIN_ELEMS=0)),
          ("dsa_topk/best_v10.py", V8), ("dsa_topk/best_v10.py", dict(V8, ATOMIC=0, SPAN_BITS=8)),
          ("dsa_topk/best_v10.py", dict(V8, SMALLR=4, SMALLTA=8)),
          ("dsa_topk/best_v12.py", V8), ("dsa_topk/best_v12.py", dict(V8, ATOMIC=0, SPAN_BITS=8, HREG=1)),
@@ -64,7 +64,7 @@ def test_round2_topk_exact_and_deterministic(rel, params):
 
 
 @pytest.mark.parametrize("rel,params", TOPK8, ids=["v8", "v8-atomic", "v8-smallt16", "v8-fallback-low",
-                                                  "v8-fallback-overflow", "best-v10-path",
+                                                  "v8-fallback-overflow", "best-v12-path",
                                                   "v10", "v10-scan-span8", "v10-small-tiles",
                                                   "v12", "v12-scan-hreg", "v12-small-tiles", "v12-one-block"])
 def test_v8_topk_exact(rel, params):
@@ -84,14 +84,14 @@ def test_v8_topk_exact(rel, params):
 IDX_SMALL = {"N_PER_PROG": 128, "BLOCK_N": 64, "TK_BLOCK": 256, "TK_TARGET_CTAS": 8, "TK_SEL_BLOCK": 256}
 
 
-IDX_V10_PATH = dict(IDX_SMALL, V10_MIN_ELEMS=0, V10_BLOCK=256, V10_TARGET_CTAS=8, V10_SMALL=512, V10_NS=32,
-                    V10_G=8, V10_SMALLT=64)
+IDX_V12_PATH = dict(IDX_SMALL, V12_MIN_ELEMS=0, V12_BLOCK=256, V12_TARGET_CTAS=8, V12_SMALL=512, V12_NS=32,
+                    V12_G=8, V12_SMALLT=64)
 
 
 @pytest.mark.parametrize("rel,params", [("dsa_indexer_topk/best_v4.py", IDX_SMALL), ("dsa_indexer_topk/best_v5.py", IDX_SMALL),
                                         ("dsa_indexer_topk/best_v6.py", IDX_SMALL), ("dsa_indexer_topk/best.py", IDX_SMALL),
-                                        ("dsa_indexer_topk/best.py", IDX_V10_PATH)],
-                         ids=["v4", "v5", "v6", "best", "best-v10-path"])
+                                        ("dsa_indexer_topk/best.py", IDX_V12_PATH)],
+                         ids=["v4", "v5", "v6", "best", "best-v12-path"])
 def test_round2_indexer(rel, params):
     m = _load(rel, params)
     _contract(m)

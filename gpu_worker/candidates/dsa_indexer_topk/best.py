@@ -1,7 +1,8 @@
 """dsa_indexer_topk best: the logits kernel of best_v6.py (f32 logits [M, N] written once), then the top-k of
-dsa_topk/best.py: best_v10's for M x N >= V10_MIN_ELEMS, best_v6's below (kernels copied: a candidate is one file).
-H200 (round 5, M x 128K): 297 us at M=64 with best_v10's top-k (best_v8's: 315 us; best_v6's: 362 us); at M=4
-best_v6's top-k is faster (103 vs 124 us).
+dsa_topk/best.py: best_v12's for M x N >= V12_MIN_ELEMS, best_v6's below (kernels copied: a candidate is one file).
+H200 (round 4, M x 128K): 297 us at M=64 with best_v10's top-k (best_v8's: 315 us; best_v6's: 362 us); at M=4
+best_v6's top-k is faster (103 vs 124 us). best_v12's top-k took 15 us less than best_v10's on indexer logits
+(64 x 128K, bench/kernels/topk_round7.py); this file's own figure is in bench/results/h200/latest.md.
 """
 import torch
 import triton
@@ -9,15 +10,15 @@ import triton.language as tl
 
 PARAMS = {"ROWS": 4, "BLOCK_N": 64, "N_PER_PROG": 4096, "TRANS": 1, "num_warps": 8, "num_stages": 3,
           "TK_BLOCK": 1024, "TK_TARGET_CTAS": 1024, "TK_WARPS": 4,
-          "TK_SEL_BLOCK": 2048, "TK_SEL_WARPS": 8, "TK_L1_BITS": 6, "TK_MAX_C": 64, "V10_MIN_ELEMS": 4194304,
-          "V10_BLOCK": 1024, "V10_TARGET_CTAS": 1024, "V10_MAX_C": 64, "V10_num_warps": 4, "V10_SMALL": 4096, "V10_SEL_WARPS": 16, "V10_NS": 256, "V10_G": 16, "V10_ALPHA_X2": 3, "V10_BETA": 12, "V10_ATOMIC": 1, "V10_SMALLT": 512, "V10_MIN_C": 16, "V10_SMALLR": 512, "V10_SPAN_BITS": 9, "V10_SMALLTA": 1024}
+          "TK_SEL_BLOCK": 2048, "TK_SEL_WARPS": 8, "TK_L1_BITS": 6, "TK_MAX_C": 64, "V12_MIN_ELEMS": 4194304,
+          "V12_BLOCK": 1024, "V12_TARGET_CTAS": 1024, "V12_MAX_C": 64, "V12_num_warps": 4, "V12_SMALL": 4096, "V12_SEL_WARPS": 16, "V12_NS": 256, "V12_G": 16, "V12_ALPHA_X2": 3, "V12_BETA": 12, "V12_ATOMIC": 1, "V12_SMALLT": 512, "V12_MIN_C": 16, "V12_SMALLR": 512, "V12_SPAN_BITS": 9, "V12_SMALLTA": 1024, "V12_HREG": 0, "V12_KD_WARPS": 4}
 SPACE = {"ROWS": [1, 2, 4], "BLOCK_N": [64, 128, 256], "N_PER_PROG": [1024, 2048, 4096, 8192], "TRANS": [0, 1],
          "num_warps": [4, 8], "num_stages": [2, 3, 4], "TK_BLOCK": [1024, 2048, 4096],
          "TK_TARGET_CTAS": [264, 512, 1024], "TK_WARPS": [4, 8, 16],
          "TK_SEL_BLOCK": [1024, 2048, 4096], "TK_SEL_WARPS": [4, 8, 16], "TK_L1_BITS": [5, 6, 7, 8],
-         "TK_MAX_C": [16, 32, 64, 128], "V10_MIN_ELEMS": [2097152, 4194304, 8388608],
-         "V10_SEL_WARPS": [8, 16, 32], "V10_SPAN_BITS": [8, 9, 10]}
-V10_PARAMS = ("BLOCK", "TARGET_CTAS", "MAX_C", "num_warps", "SMALL", "SEL_WARPS", "NS", "G", "ALPHA_X2", "BETA", "ATOMIC", "SMALLT", "MIN_C", "SMALLR", "SPAN_BITS", "SMALLTA")
+         "TK_MAX_C": [16, 32, 64, 128], "V12_MIN_ELEMS": [2097152, 4194304, 8388608],
+         "V12_SEL_WARPS": [8, 16, 32], "V12_SPAN_BITS": [8, 9, 10]}
+V12_PARAMS = ("BLOCK", "TARGET_CTAS", "MAX_C", "num_warps", "SMALL", "SEL_WARPS", "NS", "G", "ALPHA_X2", "BETA", "ATOMIC", "SMALLT", "MIN_C", "SMALLR", "SPAN_BITS", "SMALLTA", "HREG", "KD_WARPS")
 
 H_IDX = 64
 D_IDX = 128
@@ -476,7 +477,7 @@ def _ka_sample(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, scr_ptr, N, K, SMALL,
 
 @triton.jit
 def _kb_filter(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, hist_ptr, N, K, C,
-               RC, BLOCK: tl.constexpr, ATOMIC: tl.constexpr, HB: tl.constexpr):
+               RC, BLOCK: tl.constexpr, ATOMIC: tl.constexpr, HB: tl.constexpr, HREG: tl.constexpr):
     row = tl.program_id(0)
     c = tl.program_id(1)
     x_row = x_ptr + row.to(tl.int64) * stride_x
@@ -490,6 +491,7 @@ def _kb_filter(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, hist_
     hi = tl.minimum(lo + ch, L)
     n_gt = 0
     acc_eq = tl.zeros([BLOCK], dtype=tl.int32)
+    hist = tl.zeros([256], dtype=tl.int32)
     for start in range(lo, hi, BLOCK):
         offs = start + tl.arange(0, BLOCK)
         m = offs < hi
@@ -505,20 +507,22 @@ def _kb_filter(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, hist_
         w = is_gt & (p < RC)
         tl.store(ck_ptr + reg + p, key.to(tl.int32, bitcast=True), mask=w)
         tl.store(ci_ptr + reg + p, offs, mask=w)
+        if HREG:
+            hist += tl.histogram(tl.minimum((key - thr) >> sh, 255).to(tl.int32), 256, mask=is_gt)
     if ATOMIC:
         tl.debug_barrier()
         n_gt = tl.atomic_add(cnt_at, 0)          # the final count, after every program's atomics
     else:
         tl.store(cnt_at, n_gt)
     tl.store(cnt_at + 1, tl.sum(acc_eq, 0))
-    # the row-wide digit histogram of this program's candidates, re-read from its region
-    tl.debug_barrier()
-    hist = tl.zeros([256], dtype=tl.int32)
-    for s in range(0, tl.minimum(n_gt, RC), HB):
-        o = s + tl.arange(0, HB)
-        m = o < tl.minimum(n_gt, RC)
-        key = tl.load(ck_ptr + reg + o, mask=m, other=0).to(tl.uint32, bitcast=True)
-        hist += tl.histogram(tl.minimum((key - thr) >> sh, 255).to(tl.int32), 256, mask=m)
+    if not HREG:
+        # the row-wide digit histogram of this program's candidates, re-read from its region
+        tl.debug_barrier()
+        for s in range(0, tl.minimum(n_gt, RC), HB):
+            o = s + tl.arange(0, HB)
+            m = o < tl.minimum(n_gt, RC)
+            key = tl.load(ck_ptr + reg + o, mask=m, other=0).to(tl.uint32, bitcast=True)
+            hist += tl.histogram(tl.minimum((key - thr) >> sh, 255).to(tl.int32), 256, mask=m)
     tl.store(hist_ptr + (row * C + c) * 256 + tl.arange(0, 256), hist)
 
 
@@ -580,13 +584,91 @@ def _rank_store(rs, cnt, k_rem, o_at, R: tl.constexpr, SMALLR: tl.constexpr):
 
 
 @triton.jit
-def _kc_select(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, hist_ptr, scr_ptr, rscr_ptr, out_ptr,
-               stride_o, N, K, C, RC, CB: tl.constexpr, TILE: tl.constexpr, BLOCK: tl.constexpr,
+def _kd_place(len_ptr, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, hist_ptr, rscr_ptr, info_ptr, out_ptr, stride_o, N, K, C,
+              RC, CB: tl.constexpr, RT: tl.constexpr, SMALLR: tl.constexpr):
+    """grid (M, C): KC's two common cases spread over the row's C programs, each placing its own region.
+    Every program of a row reads the same counts and tables and so reaches the same decision:
+      mode 1, n_gt == k_eff: every candidate, at the offset of the regions before it.
+      mode 2, path A with a chosen digit dsel < 255 of at most SMALLR members: its candidates of a larger
+        digit go to the output, its members of dsel to the row's rank scratch, at offsets summed from the
+        tables of the programs before it (no atomics: deterministic). KC ranks the members.
+      mode 0: anything else (and regions of more than RT candidates): KC does the whole row as before.
+    Program 0 of the row records the mode, k_rem and the member count for KC."""
+    row = tl.program_id(0)
+    c = tl.program_id(1)
+    _, k_eff = _row_len(len_ptr, row, N, K)
+    thr = tl.load(thr_ptr + row * 2).to(tl.uint32, bitcast=True)
+    sh = tl.load(thr_ptr + row * 2 + 1).to(tl.uint32)
+    cs_ = tl.arange(0, CB)
+    cmask = cs_ < C
+    gts = tl.load(cnt_ptr + (row * C + cs_) * 2, mask=cmask, other=0)
+    n_gt = tl.sum(gts, 0)
+    n_eq = tl.sum(tl.load(cnt_ptr + (row * C + cs_) * 2 + 1, mask=cmask, other=0), 0)
+    hs = tl.arange(0, 256)
+    tab = tl.load(hist_ptr + (row * C + cs_[:, None]) * 256 + hs[None, :], mask=cmask[:, None], other=0)
+    dsel, k_rem, cnt = _pick_n(tl.sum(tab, 0), k_eff, 256)
+    ok = (tl.max(gts, 0) <= tl.minimum(RC, RT)) & (n_gt + n_eq >= k_eff)
+    mode = tl.where(ok & (n_gt == k_eff), 1, tl.where(ok & (n_gt > k_eff) & (dsel < 255) & (cnt <= SMALLR), 2, 0))
+    if c == 0:
+        tl.store(info_ptr + row * 4, mode)
+        tl.store(info_ptr + row * 4 + 1, k_rem)
+        tl.store(info_ptr + row * 4 + 2, cnt)
+    if mode != 0:
+        before = cs_ < c
+        n_c = tl.sum(tl.where(cs_ == c, gts, 0), 0)
+        o = tl.arange(0, RT)
+        live = o < n_c
+        reg = (row * C + c).to(tl.int64) * RC
+        o_row = out_ptr + row.to(tl.int64) * stride_o
+        idx = tl.load(ci_ptr + reg + o, mask=live, other=0)
+        if mode == 1:
+            off = tl.sum(tl.where(before, gts, 0), 0)
+            tl.store(o_row + off + tl.cumsum(live.to(tl.int32), 0) - 1, idx, mask=live)
+        else:
+            key = tl.load(ck_ptr + reg + o, mask=live, other=0).to(tl.uint32, bitcast=True)
+            dg = tl.minimum((key - thr) >> sh, 255).to(tl.int32)
+            gt = live & (dg > dsel)
+            inb = live & (dg == dsel)
+            off_gt = tl.sum(tl.sum(tl.where(before[:, None] & (hs > dsel)[None, :], tab, 0), 1), 0)
+            off_eq = tl.sum(tl.sum(tl.where(before[:, None] & (hs == dsel)[None, :], tab, 0), 1), 0)
+            v = tl.cumsum(gt.to(tl.int32) + (inb.to(tl.int32) << 16), 0)   # both positions in one scan
+            tl.store(o_row + off_gt + (v & 65535) - 1, idx, mask=gt)
+            rs = rscr_ptr + row * 2 * SMALLR + off_eq + (v >> 16) - 1
+            tl.store(rs, key.to(tl.int32, bitcast=True), mask=inb)
+            tl.store(rs + SMALLR, idx, mask=inb)
+
+
+@triton.jit
+def _kc_select(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, hist_ptr, scr_ptr, rscr_ptr, info_ptr,
+               out_ptr, stride_o, N, K, C, RC, CB: tl.constexpr, TILE: tl.constexpr, BLOCK: tl.constexpr,
                KBLOCK: tl.constexpr, SMALLT: tl.constexpr, SMALLR: tl.constexpr):
     row = tl.program_id(0)
-    x_row = x_ptr + row.to(tl.int64) * stride_x
     o_row = out_ptr + row.to(tl.int64) * stride_o
     L, k_eff = _row_len(len_ptr, row, N, K)
+    mode = tl.load(info_ptr + row * 4)
+    if mode == 2:
+        # KD placed the candidates above digit dsel and gathered its members: rank them
+        k_rem = tl.load(info_ptr + row * 4 + 1)
+        cnt = tl.load(info_ptr + row * 4 + 2)
+        rs = rscr_ptr + row * 2 * SMALLR
+        if cnt <= 64:
+            _rank_store(rs, cnt, k_rem, o_row + (k_eff - k_rem), 64, SMALLR)
+        else:
+            _rank_store(rs, cnt, k_rem, o_row + (k_eff - k_rem), SMALLR, SMALLR)
+    elif mode == 0:
+        _kc_row(x_ptr, stride_x, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, hist_ptr, scr_ptr, rscr_ptr, o_row, row, L, k_eff,
+                C, RC, CB, TILE, BLOCK, SMALLT, SMALLR)
+    for start in range(0, K, KBLOCK):
+        o3 = start + tl.arange(0, KBLOCK)
+        tl.store(o_row + o3, tl.full([KBLOCK], -1, tl.int32), mask=(o3 >= k_eff) & (o3 < K))
+
+
+@triton.jit
+def _kc_row(x_ptr, stride_x, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, hist_ptr, scr_ptr, rscr_ptr, o_row, row, L, k_eff,
+            C, RC, CB: tl.constexpr, TILE: tl.constexpr, BLOCK: tl.constexpr, SMALLT: tl.constexpr,
+            SMALLR: tl.constexpr):
+    """best_v10's KC for one row (the rows KD left: mode 0)."""
+    x_row = x_ptr + row.to(tl.int64) * stride_x
     thr = tl.load(thr_ptr + row * 2).to(tl.uint32, bitcast=True)
     sh = tl.load(thr_ptr + row * 2 + 1).to(tl.uint32)
     # the candidate tile, 1-D: slot j of program c's region is live when j < n_gt[c]
@@ -631,7 +713,7 @@ def _kc_select(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, hist_
                 _rank_store(rs, cnt, k_rem, o_row + (k_eff - k_rem), SMALLR, SMALLR)
             tl.store(o_row + tl.cumsum(gt.to(tl.int32), 0) - 1, idx, mask=gt)
         else:
-            # heavy ties or clustered values in one digit: best_v9's radix select
+            # heavy ties or clustered values in one digit: best_v8's radix select
             t, need = _radix_top(key - thr, live, k_eff, scr_ptr + row * 3 * SMALLT + SMALLT, SMALLT)
             t = t + thr
             gt = live & (key > t)
@@ -657,13 +739,11 @@ def _kc_select(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, hist_
             tl.store(o_row + n_gt + found + cs - 1, o2, mask=eq & (found + cs <= need))
             found += tl.sum(eq.to(tl.int32), 0)
             start += BLOCK
-    for start in range(0, K, KBLOCK):
-        o3 = start + tl.arange(0, KBLOCK)
-        tl.store(o_row + o3, tl.full([KBLOCK], -1, tl.int32), mask=(o3 >= k_eff) & (o3 < K))
 
 
-def _topk_v10(logits, lengths, k, out, BLOCK, TARGET_CTAS, MAX_C, num_warps, SMALL, SEL_WARPS, NS, G,
-             ALPHA_X2, BETA, ATOMIC=0, SMALLT=512, MIN_C=16, SMALLR=512, SPAN_BITS=9, SMALLTA=1024):
+def _topk_v12(logits, lengths, k, out, BLOCK, TARGET_CTAS, MAX_C, num_warps, SMALL, SEL_WARPS, NS, G,
+              ALPHA_X2, BETA, ATOMIC=0, SMALLT=512, MIN_C=16, SMALLR=512, SPAN_BITS=9, SMALLTA=1024, HREG=0,
+              KD_WARPS=4):
     M, N = logits.shape
     dev = logits.device
     assert BLOCK <= 32768 and N < 2 ** 31 and NS * G <= SMALL and MAX_C in (1, 2, 4, 8, 16, 32, 64)
@@ -681,12 +761,15 @@ def _topk_v10(logits, lengths, k, out, BLOCK, TARGET_CTAS, MAX_C, num_warps, SMA
     hist = torch.empty((M, C, 256), dtype=torch.int32, device=dev)   # KB's per-program digit histograms
     rscr = torch.empty((M, 2, SMALLR), dtype=torch.int32, device=dev)
     scra = torch.empty((M, SMALLTA), dtype=torch.int32, device=dev)
+    info = torch.empty((M, 4), dtype=torch.int32, device=dev)       # KD's decision per row, for KC
     sx = logits.stride(0)
     _ka_sample[(M,)](logits, sx, lengths, thr, cnt, scra, N, k, SMALL, C, NS=NS, G=G, ALPHA_X2=ALPHA_X2, BETA=BETA,
                      CB=CB, SMALLTA=SMALLTA, SPAN_BITS=SPAN_BITS, num_warps=8)
     _kb_filter[(M, C)](logits, sx, lengths, thr, cnt, cand[0], cand[1], hist, N, k, C, RC, BLOCK=BLOCK,
-                       ATOMIC=ATOMIC, HB=256, num_warps=num_warps)
-    _kc_select[(M,)](logits, sx, lengths, thr, cnt, cand[0], cand[1], hist, scr, rscr, out, out.stride(0),
+                       ATOMIC=ATOMIC, HB=256, HREG=HREG, num_warps=num_warps)
+    _kd_place[(M, C)](lengths, thr, cnt, cand[0], cand[1], hist, rscr, info, out, out.stride(0), N, k, C, RC,
+                      CB=C, RT=512, SMALLR=SMALLR, num_warps=KD_WARPS)   # CB = C: its [C, 256] tables in registers
+    _kc_select[(M,)](logits, sx, lengths, thr, cnt, cand[0], cand[1], hist, scr, rscr, info, out, out.stride(0),
                      N, k, C, RC, CB=CB, TILE=TILE, BLOCK=2048, KBLOCK=1024, SMALLT=SMALLT, SMALLR=SMALLR,
                      num_warps=SEL_WARPS)
     return out
@@ -716,7 +799,7 @@ def forward(q, k_index, weights, lengths, k):
                          H=H, D=D, ROWS=ROWS, BLOCK_N=p["BLOCK_N"], N_PER_PROG=p["N_PER_PROG"],
                          TRANS=p["TRANS"], UPCAST=dev.type == "cpu", num_warps=p["num_warps"],
                          num_stages=p["num_stages"])
-    if M * N >= p["V10_MIN_ELEMS"]:
-        return _topk_v10(logits, lengths, k, out, **{n: p["V10_" + n] for n in V10_PARAMS})
+    if M * N >= p["V12_MIN_ELEMS"]:
+        return _topk_v12(logits, lengths, k, out, **{n: p["V12_" + n] for n in V12_PARAMS})
     return _topk_v6(logits, lengths, k, out, p["TK_BLOCK"], p["TK_TARGET_CTAS"], p["TK_WARPS"], p["TK_SEL_BLOCK"],
                     p["TK_SEL_WARPS"], p["TK_L1_BITS"], p["TK_MAX_C"])
