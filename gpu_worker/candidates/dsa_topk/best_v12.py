@@ -1,8 +1,9 @@
-"""dsa_topk best_v10: sample a threshold, filter once while histogramming the candidates, select from it.
+"""dsa_topk best_v12: sample a threshold, filter once while histogramming the candidates, place the
+candidates above the k-th value's digit from every program, rank that digit's few members.
 
 forward(logits f32[M, N], lengths int32[M], k) -> int32[M, k]
 
-Values map to order-preserving uint32 keys (as in seed.py). Three launches:
+Values map to order-preserving uint32 keys (as in seed.py). Four launches:
   KA  grid (M,): S = NS x G samples (NS groups of G contiguous values spread over the row); thr is a key with
       at least r samples at or above it, r = 1.5 k S / L + 12 (about 5 standard deviations more than expected
       above the true k-th value): the lower edge of the bin that two 8-bit histogram levels pick (keys relative
@@ -12,8 +13,12 @@ Values map to order-preserving uint32 keys (as in seed.py). Three launches:
   KB  grid (M, C): each row split evenly over its C programs (C a power of two >= MIN_C, one compile for every
       large shape); each scans its part once, writes keys > thr (key, index) to its own region of RC slots (a
       slot per candidate from its own atomic counter with ATOMIC=1, a block scan otherwise), counts keys == thr,
-      then re-reads its candidates and writes a 256-bin histogram of the digit min((key - thr) >> sh, 255).
-  KC  grid (M,): n_gt = #(key > thr), n_eq = #(key == thr) over the row.
+      then re-reads its candidates (or, with HREG=1, histograms them in the scan) and writes a 256-bin
+      histogram of the digit min((key - thr) >> sh, 255).
+  KD  grid (M, C): the common cases of KC's paths "all" and A, spread over the row's programs (see _kd_place):
+      each program places its own region at offsets summed from the tables; KC then only ranks the members
+      of the chosen digit (mode 2) or only pads (mode 1).
+  KC  grid (M,), for the rows KD left (mode 0) as in best_v10: n_gt = #(key > thr), n_eq = #(key == thr) over the row.
       n_gt == k_eff: every candidate (short rows).
       A) n_gt > k_eff: the C tables summed, the digit d holding the k_eff-th candidate picked; every candidate
          of a larger digit is taken and the members of d (usually 15-55) are ranked pairwise on (key desc,
@@ -24,8 +29,8 @@ Values map to order-preserving uint32 keys (as in seed.py). Three launches:
       C) otherwise (a misleading sample, or a region overflowed): seed.py's exact one-program select
          over the whole row, inside the same launch (slow, correct; never seen on the inputs timed).
 Exact as a set, deterministic as a set, no cap on tie buckets. History: best_v8 (the sampled threshold),
-best_v9 (one compile per kernel; commit af4bf82), this file (KC's select from KB's histograms;
-gpu_worker/candidates/NOTES.md, round 4).
+best_v9 (one compile per kernel; commit af4bf82), best_v10 (KC's select from KB's histograms;
+gpu_worker/candidates/NOTES.md, round 4), this file (KD; round 5).
 """
 import torch
 import triton
