@@ -1,6 +1,7 @@
 """Round 7: best_v12 (KC's common cases spread over a new (M, C) kernel KD; KB sweeps) against best_v10 and best.
 
 python bench/kernels/topk_round7.py [--out DIR] [--budget SECONDS] [--run NAME]
+(best_v10.py was removed after run 1, once best_v12 carried its kernels; it is in commit 974ca8e.)
 
 Method as dev_bench.py (imported): correctness on the GPU first (set-exact, deterministic as a set, input
 not mutated) for every parameter set before it is timed, then CUDA-graph replays timed one by one with

@@ -32,9 +32,7 @@ TOPK8 = [("dsa_topk/best_v8.py", V8), ("dsa_topk/best_v8.py", dict(V8, ATOMIC=1)
          ("dsa_topk/best_v8.py", dict(V8, SMALLT=16)), ("dsa_topk/best_v8.py", dict(V8, ALPHA_X2=0, BETA=1)),
          ("dsa_topk/best_v8.py", dict(V8, ALPHA_X2=40, BETA=200, ATOMIC=1)),
          ("dsa_topk/best.py", dict(SMALL, **{"V12_" + n: v for n, v in V8.items()}, V12_MIN_ELEMS=0)),
-         ("dsa_topk/best_v10.py", V8), ("dsa_topk/best_v10.py", dict(V8, ATOMIC=0, SPAN_BITS=8)),
-         ("dsa_topk/best_v10.py", dict(V8, SMALLR=4, SMALLTA=8)),
-         ("dsa_topk/best_v12.py", V8), ("dsa_topk/best_v12.py", dict(V8, ATOMIC=0, SPAN_BITS=8, HREG=1)),
+         ("dsa_topk/best_v12.py", V8), ("dsa_topk/best_v12.py", dict(V8, ATOMIC=0, SPAN_BITS=8)),
          ("dsa_topk/best_v12.py", dict(V8, SMALLR=4, SMALLTA=8)),
          ("dsa_topk/best_v12.py", dict(V8, BLOCK=1024, ATOMIC=0, HREG=1))]
 
@@ -65,8 +63,7 @@ def test_round2_topk_exact_and_deterministic(rel, params):
 
 @pytest.mark.parametrize("rel,params", TOPK8, ids=["v8", "v8-atomic", "v8-smallt16", "v8-fallback-low",
                                                   "v8-fallback-overflow", "best-v12-path",
-                                                  "v10", "v10-scan-span8", "v10-small-tiles",
-                                                  "v12", "v12-scan-hreg", "v12-small-tiles", "v12-one-block"])
+                                                  "v12", "v12-scan-span8", "v12-small-tiles", "v12-one-block-hreg"])
 def test_v8_topk_exact(rel, params):
     m = _load(rel, params)
     _contract(m)
