@@ -62,7 +62,7 @@ def _topk_cases():
 
 
 TOPK = [("dsa_topk/seed.py", {"BLOCK": 512}),
-        ("dsa_topk/best.py", {"BLOCK": 256, "TARGET_CTAS": 8, "SEL_BLOCK": 256}),
+        ("dsa_topk/best.py", {"BLOCK": 256, "TARGET_CTAS": 8, "SMALL": 512, "NS": 32, "G": 8, "SMALLT": 64}),
         ("dsa_topk/best_v3.py", {"BLOCK": 256, "TARGET_CTAS": 8, "SEL_BLOCK": 256}),
         ("dsa_topk/best_v1_hist2048.py", {"BLOCK": 256, "TARGET_CTAS": 8})]
 
@@ -82,7 +82,8 @@ def test_dsa_topk_exact_and_deterministic(rel, params):
 IDX = [("dsa_indexer_topk/seed.py", {"CHUNK": 256, "N_PER_PROG": 128, "BLOCK_N": 64, "MERGE_BLOCK": 256}),
        ("dsa_indexer_topk/seed.py", {"CHUNK": 256, "N_PER_PROG": 128, "BLOCK_N": 64, "MERGE_BLOCK": 256,
                                      "TRANS": 0, "ROWS": 1}),
-       ("dsa_indexer_topk/best.py", {"N_PER_PROG": 128, "BLOCK_N": 64, "TK_BLOCK": 256, "TK_TARGET_CTAS": 8, "TK_SEL_BLOCK": 256}),
+       ("dsa_indexer_topk/best.py", {"N_PER_PROG": 128, "BLOCK_N": 64, "TK_BLOCK": 256, "TK_TARGET_CTAS": 8,
+                                     "TK_SMALL": 512, "TK_NS": 32, "TK_G": 8, "TK_SMALLT": 64}),
        ("dsa_indexer_topk/best_v3.py", {"N_PER_PROG": 128, "BLOCK_N": 64, "TK_BLOCK": 256, "TK_TARGET_CTAS": 8,
                                         "TK_SEL_BLOCK": 256})]
 

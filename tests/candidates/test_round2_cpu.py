@@ -25,16 +25,17 @@ from test_candidates_cpu import _contract, _load, _topk_cases, check_topk, check
 SMALL = {"BLOCK": 256, "TARGET_CTAS": 8, "SEL_BLOCK": 256}
 TOPK2 = [("dsa_topk/best_v2p.py", SMALL), ("dsa_topk/best_v4.py", SMALL),
          ("dsa_topk/best_v5.py", dict(SMALL, L1_BITS=6)), ("dsa_topk/best_v5.py", dict(SMALL, L1_BITS=8)),
-         ("dsa_topk/best_v6.py", dict(SMALL, L1_BITS=6)), ("dsa_topk/best_v6.py", dict(SMALL, L1_BITS=5, MAX_C=4)),
-         ("dsa_topk/best.py", dict(SMALL))]
+         ("dsa_topk/best_v6.py", dict(SMALL, L1_BITS=6)), ("dsa_topk/best_v6.py", dict(SMALL, L1_BITS=5, MAX_C=4))]
 V8 = {"BLOCK": 256, "TARGET_CTAS": 8, "SMALL": 512, "NS": 32, "G": 8, "SMALLT": 64}
 TOPK8 = [("dsa_topk/best_v8.py", V8), ("dsa_topk/best_v8.py", dict(V8, ATOMIC=1)),
          ("dsa_topk/best_v8.py", dict(V8, SMALLT=16)), ("dsa_topk/best_v8.py", dict(V8, ALPHA_X2=0, BETA=1)),
          ("dsa_topk/best_v8.py", dict(V8, ALPHA_X2=40, BETA=200, ATOMIC=1)),
-         ("dsa_topk/best.py", dict(SMALL, **{"V12_" + n: v for n, v in V8.items()}, V12_MIN_ELEMS=0)),
+         ("dsa_topk/best.py", V8),
          ("dsa_topk/best_v12.py", V8), ("dsa_topk/best_v12.py", dict(V8, ATOMIC=0, SPAN_BITS=8)),
-         ("dsa_topk/best_v12.py", dict(V8, SMALLR=4, SMALLTA=8)),
-         ("dsa_topk/best_v12.py", dict(V8, BLOCK=1024, ATOMIC=0, HREG=1))]
+         ("dsa_topk/best_v17.py", V8), ("dsa_topk/best_v17.py", dict(V8, SCAN_MAX_ROWS=0, PF=0)),
+         ("dsa_topk/best_v17.py", dict(V8, ALPHA_X2=0, BETA=1, SCAN_MAX_ROWS=0)),
+         ("dsa_topk/best_v17.py", dict(V8, SMALLR=4, SMALLTA=8, SPAN_BITS=8)),
+         ("dsa_topk/best_v17.py", dict(V8, BLOCK=1024, HREG=1))]
 
 
 def _relu_cases():
@@ -49,7 +50,7 @@ def _relu_cases():
     return cases
 
 
-@pytest.mark.parametrize("rel,params", TOPK2, ids=["v2p", "v4", "v5-l1b6", "v5-l1b8", "v6-l1b6", "v6-l1b5-maxc4", "best"])
+@pytest.mark.parametrize("rel,params", TOPK2, ids=["v2p", "v4", "v5-l1b6", "v5-l1b8", "v6-l1b6", "v6-l1b5-maxc4"])
 def test_round2_topk_exact_and_deterministic(rel, params):
     m = _load(rel, params)
     _contract(m)
@@ -62,8 +63,9 @@ def test_round2_topk_exact_and_deterministic(rel, params):
 
 
 @pytest.mark.parametrize("rel,params", TOPK8, ids=["v8", "v8-atomic", "v8-smallt16", "v8-fallback-low",
-                                                  "v8-fallback-overflow", "best-v12-path",
-                                                  "v12", "v12-scan-span8", "v12-small-tiles", "v12-one-block-hreg"])
+                                                  "v8-fallback-overflow", "best", "v12", "v12-scan-span8",
+                                                  "v17", "v17-atomic-noprefetch", "v17-fallback-low",
+                                                  "v17-small-tiles-span8", "v17-one-block-hreg"])
 def test_v8_topk_exact(rel, params):
     m = _load(rel, params)
     _contract(m)
@@ -81,14 +83,14 @@ def test_v8_topk_exact(rel, params):
 IDX_SMALL = {"N_PER_PROG": 128, "BLOCK_N": 64, "TK_BLOCK": 256, "TK_TARGET_CTAS": 8, "TK_SEL_BLOCK": 256}
 
 
-IDX_V12_PATH = dict(IDX_SMALL, V12_MIN_ELEMS=0, V12_BLOCK=256, V12_TARGET_CTAS=8, V12_SMALL=512, V12_NS=32,
-                    V12_G=8, V12_SMALLT=64)
+IDX_TK = {"N_PER_PROG": 128, "BLOCK_N": 64, "TK_BLOCK": 256, "TK_TARGET_CTAS": 8, "TK_SMALL": 512, "TK_NS": 32,
+          "TK_G": 8, "TK_SMALLT": 64}
 
 
 @pytest.mark.parametrize("rel,params", [("dsa_indexer_topk/best_v4.py", IDX_SMALL), ("dsa_indexer_topk/best_v5.py", IDX_SMALL),
-                                        ("dsa_indexer_topk/best_v6.py", IDX_SMALL), ("dsa_indexer_topk/best.py", IDX_SMALL),
-                                        ("dsa_indexer_topk/best.py", IDX_V12_PATH)],
-                         ids=["v4", "v5", "v6", "best", "best-v12-path"])
+                                        ("dsa_indexer_topk/best_v6.py", IDX_SMALL), ("dsa_indexer_topk/best.py", IDX_TK),
+                                        ("dsa_indexer_topk/best.py", dict(IDX_TK, TK_SCAN_MAX_ROWS=0))],
+                         ids=["v4", "v5", "v6", "best", "best-atomic"])
 def test_round2_indexer(rel, params):
     m = _load(rel, params)
     _contract(m)

@@ -1,24 +1,18 @@
-"""dsa_indexer_topk best: the logits kernel of best_v6.py (f32 logits [M, N] written once), then the top-k of
-dsa_topk/best.py: best_v12's for M x N >= V12_MIN_ELEMS, best_v6's below (kernels copied: a candidate is one file).
-H200 (round 4, M x 128K): 297 us at M=64 with best_v10's top-k (best_v8's: 315 us; best_v6's: 362 us); at M=4
-best_v6's top-k is faster (103 vs 124 us). best_v12's top-k took 15 us less than best_v10's on indexer logits
-(64 x 128K, bench/kernels/topk_round7.py); this file's own figure is in bench/results/h200/latest.md.
+"""dsa_indexer_topk best: the logits kernel of best_v6.py (f32 logits [M, N] written once, each program only up to
+the longest row it holds), then the top-k of dsa_topk/best_v17.py (copied between the FOLD markers by
+gpu_worker/candidates/fold_topk.py: a candidate is one file), with its parameters prefixed TK_.
+History: round 4 (best_v10's top-k: 297 us at 64 x 128K on the H200), round 5 (best_v12's: 284.6 us), round 6
+(best_v17's, for every M: best_v6's top-k is no longer used). This file's own figures: bench/results/h200/latest.md.
 """
 import torch
 import triton
 import triton.language as tl
 
 PARAMS = {"ROWS": 4, "BLOCK_N": 64, "N_PER_PROG": 4096, "TRANS": 1, "num_warps": 8, "num_stages": 3,
-          "TK_BLOCK": 1024, "TK_TARGET_CTAS": 1024, "TK_WARPS": 4,
-          "TK_SEL_BLOCK": 2048, "TK_SEL_WARPS": 8, "TK_L1_BITS": 6, "TK_MAX_C": 64, "V12_MIN_ELEMS": 4194304,
-          "V12_BLOCK": 1024, "V12_TARGET_CTAS": 1024, "V12_MAX_C": 64, "V12_num_warps": 4, "V12_SMALL": 4096, "V12_SEL_WARPS": 16, "V12_NS": 256, "V12_G": 16, "V12_ALPHA_X2": 3, "V12_BETA": 12, "V12_ATOMIC": 1, "V12_SMALLT": 512, "V12_MIN_C": 16, "V12_SMALLR": 512, "V12_SPAN_BITS": 9, "V12_SMALLTA": 1024, "V12_HREG": 0, "V12_KD_WARPS": 4}
+          "TK_BLOCK": 1024, "TK_TARGET_CTAS": 1024, "TK_MAX_C": 64, "TK_num_warps": 4, "TK_SMALL": 4096, "TK_SEL_WARPS": 16, "TK_NS": 128, "TK_G": 16, "TK_ALPHA_X2": 3, "TK_BETA": 12, "TK_ATOMIC": 1, "TK_SMALLT": 512, "TK_MIN_C": 16, "TK_SMALLR": 512, "TK_SPAN_BITS": 9, "TK_SMALLTA": 1024, "TK_HREG": 0, "TK_KD_WARPS": 4, "TK_PF": 1, "TK_SCAN_MAX_ROWS": 8, "TK_KA_WARPS": 8, "TK_PDL": 1}
 SPACE = {"ROWS": [1, 2, 4], "BLOCK_N": [64, 128, 256], "N_PER_PROG": [1024, 2048, 4096, 8192], "TRANS": [0, 1],
-         "num_warps": [4, 8], "num_stages": [2, 3, 4], "TK_BLOCK": [1024, 2048, 4096],
-         "TK_TARGET_CTAS": [264, 512, 1024], "TK_WARPS": [4, 8, 16],
-         "TK_SEL_BLOCK": [1024, 2048, 4096], "TK_SEL_WARPS": [4, 8, 16], "TK_L1_BITS": [5, 6, 7, 8],
-         "TK_MAX_C": [16, 32, 64, 128], "V12_MIN_ELEMS": [2097152, 4194304, 8388608],
-         "V12_SEL_WARPS": [8, 16, 32], "V12_SPAN_BITS": [8, 9, 10]}
-V12_PARAMS = ("BLOCK", "TARGET_CTAS", "MAX_C", "num_warps", "SMALL", "SEL_WARPS", "NS", "G", "ALPHA_X2", "BETA", "ATOMIC", "SMALLT", "MIN_C", "SMALLR", "SPAN_BITS", "SMALLTA", "HREG", "KD_WARPS")
+         "num_warps": [4, 8], "num_stages": [2, 3, 4], "TK_NS": [128, 256], "TK_SEL_WARPS": [8, 16],
+         "TK_SPAN_BITS": [8, 9, 10], "TK_PDL": [0, 1]}
 
 H_IDX = 64
 D_IDX = 128
@@ -70,17 +64,15 @@ def _logits_kernel(q_ptr, k_ptr, w_ptr, len_ptr, out_ptr, stride_om, M, s0, cw,
         tl.store(optr, lg, mask=mm[:, None] & nm[None, :])
 
 
+# FOLD BEGIN: the top-k of dsa_topk/best_v17.py, written by gpu_worker/candidates/fold_topk.py
+
+
 @triton.jit
 def _key(x):
     b = x.to(tl.int32, bitcast=True)
     b = tl.where(x == 0.0, 0, b)
     kk = b ^ ((b >> 31) | -2147483648)
     return kk.to(tl.uint32, bitcast=True)
-
-
-@triton.jit
-def _or_fn(a, b):
-    return a | b
 
 
 @triton.jit
@@ -91,276 +83,6 @@ def _row_len(len_ptr, row, N, K):
 
 @triton.jit
 def _pick(hist, k_rem, NB: tl.constexpr):
-    bins = tl.arange(0, NB)
-    ge = tl.cumsum(hist, 0, reverse=True)
-    dsel = tl.max(tl.where(ge >= k_rem, bins, 0), 0)
-    gt = tl.sum(tl.where(bins > dsel, hist, 0), 0)
-    cnt = tl.sum(tl.where(bins == dsel, hist, 0), 0)
-    return dsel, k_rem - gt, cnt
-
-
-@triton.jit
-def _row_hist(t1_ptr, row, C, CB: tl.constexpr, NB1: tl.constexpr):
-    cc = tl.arange(0, CB)[:, None]
-    bb = tl.arange(0, NB1)[None, :]
-    base = t1_ptr + (row * C + cc).to(tl.int64) * (NB1 + 1)
-    msk = (cc < C) & (bb >= 0)
-    ge = tl.load(base + bb, mask=msk, other=0)
-    gn = tl.load(base + bb + 1, mask=msk, other=0)
-    return tl.sum(ge - gn, 0)
-
-
-@triton.jit
-def _k1_hist(x_ptr, stride_x, len_ptr, t1_ptr, gh2_ptr, eqf_ptr, N, K, CH, C, BLOCK: tl.constexpr,
-             NB1: tl.constexpr, S1: tl.constexpr):
-    row = tl.program_id(0)
-    c = tl.program_id(1)
-    x_row = x_ptr + row.to(tl.int64) * stride_x
-    L, k_eff = _row_len(len_ptr, row, N, K)
-    lo = c * CH
-    hi = tl.minimum(lo + CH, L)
-    hist = tl.zeros([NB1], dtype=tl.int32)
-    for start in range(lo, hi, BLOCK):
-        offs = start + tl.arange(0, BLOCK)
-        m = offs < hi
-        key = _key(tl.load(x_row + offs, mask=m, other=0.0))
-        hist += tl.histogram((key >> S1).to(tl.int32), NB1, mask=m)
-    bins = tl.arange(0, NB1)
-    b256 = tl.arange(0, 256)
-    tl.store(gh2_ptr + row * 256 + b256, tl.zeros([256], dtype=tl.int32), mask=b256 < tl.where(c == 0, 256, 0))
-    b2_ = tl.arange(0, 2)
-    tl.store(eqf_ptr + row * 2 + b2_, tl.zeros([2], dtype=tl.int32), mask=b2_ < tl.where(c == 0, 2, 0))
-    base = t1_ptr + (row * C + c).to(tl.int64) * (NB1 + 1)
-    tl.store(base + bins, tl.cumsum(hist, 0, reverse=True))
-    tl.store(base + NB1, 0)
-
-
-@triton.jit
-def _k2_compact(x_ptr, stride_x, len_ptr, gh1_ptr, t1_ptr, gh2_ptr, t2_ptr, out_ptr, stride_o, ck_ptr, ci_ptr,
-                N, K, CH, C, BLOCK: tl.constexpr, CB: tl.constexpr, NB1: tl.constexpr, S1: tl.constexpr,
-                S2: tl.constexpr):
-    row = tl.program_id(0)
-    c = tl.program_id(1)
-    x_row = x_ptr + row.to(tl.int64) * stride_x
-    o_row = out_ptr + row.to(tl.int64) * stride_o
-    ck_row = ck_ptr + row.to(tl.int64) * N
-    ci_row = ci_ptr + row.to(tl.int64) * N
-    L, k_eff = _row_len(len_ptr, row, N, K)
-    hist1 = _row_hist(t1_ptr, row, C, CB, NB1)
-    bins1 = tl.arange(0, NB1)
-    tl.store(gh1_ptr + row * NB1 + bins1, hist1, mask=bins1 < tl.where(c == 0, NB1, 0))
-    b1, k_rem, cnt = _pick(hist1, k_eff, NB1)
-    cs_ = tl.arange(0, CB)
-    cm = cs_ < c
-    cbase = t1_ptr + (row * C + cs_).to(tl.int64) * (NB1 + 1)
-    g_before = tl.load(cbase + b1 + 1, mask=cm, other=0)
-    ge_before = tl.load(cbase + b1, mask=cm, other=0)
-    cnt_gt = tl.sum(g_before, 0)
-    cnt_eq = tl.sum(ge_before - g_before, 0)
-    e_lo = cnt_eq
-    lo = c * CH
-    hi = tl.minimum(lo + CH, L)
-    for start in range(lo, hi, BLOCK):
-        offs = start + tl.arange(0, BLOCK)
-        m = offs < hi
-        key = _key(tl.load(x_row + offs, mask=m, other=0.0))
-        top = (key >> S1).to(tl.int32)
-        is_gt = m & (top > b1)
-        is_eq = m & (top == b1)
-        v = is_gt.to(tl.int32) + (is_eq.to(tl.int32) << 16)
-        cs = tl.cumsum(v, 0)
-        cg = cs & 65535
-        ce = cs >> 16
-        tl.store(o_row + cnt_gt + cg - 1, offs, mask=is_gt)
-        pe = cnt_eq + ce - 1
-        tl.store(ck_row + pe, key.to(tl.int32, bitcast=True), mask=is_eq)
-        tl.store(ci_row + pe, offs, mask=is_eq)
-        tot = tl.sum(v, 0)
-        cnt_gt += tot & 65535
-        cnt_eq += tot >> 16
-    # level-2 histogram over the candidates this CTA has just written (bar.sync: visible to the CTA)
-    tl.debug_barrier()
-    hist = tl.zeros([256], dtype=tl.int32)
-    for start in range(e_lo, cnt_eq, BLOCK):
-        offs = start + tl.arange(0, BLOCK)
-        m = offs < cnt_eq
-        key = tl.load(ck_row + offs, mask=m, other=0).to(tl.uint32, bitcast=True)
-        hist += tl.histogram(((key >> S2) & 255).to(tl.int32), 256, mask=m)
-    bins = tl.arange(0, 256)
-    tl.atomic_add(gh2_ptr + row * 256 + bins, hist, mask=hist > 0, sem="relaxed")
-    base = t2_ptr + (row * C + c).to(tl.int64) * 257
-    tl.store(base + bins, tl.cumsum(hist, 0, reverse=True))
-    tl.store(base + 256, 0)
-
-
-@triton.jit
-def _cand1_range(t1_ptr, row, c, C, b1, CB: tl.constexpr, NB1: tl.constexpr):
-    cs_ = tl.arange(0, CB)
-    cm = cs_ < c
-    t1b = t1_ptr + (row * C + cs_).to(tl.int64) * (NB1 + 1)
-    e_before = tl.sum(tl.load(t1b + b1, mask=cm, other=0) - tl.load(t1b + b1 + 1, mask=cm, other=0), 0)
-    t1c = t1_ptr + (row * C + c).to(tl.int64) * (NB1 + 1)
-    e_here = tl.load(t1c + b1) - tl.load(t1c + b1 + 1)
-    return e_before, e_before + e_here
-
-
-@triton.jit
-def _k3_compact(len_ptr, gh1_ptr, t1_ptr, gh2_ptr, t2_ptr, eqf_ptr, out_ptr, stride_o, ck_ptr, ci_ptr, ck2_ptr,
-                ci2_ptr, N, K, C, BLOCK: tl.constexpr, CB: tl.constexpr, NB1: tl.constexpr, S2: tl.constexpr):
-    row = tl.program_id(0)
-    c = tl.program_id(1)
-    o_row = out_ptr + row.to(tl.int64) * stride_o
-    ck_row = ck_ptr + row.to(tl.int64) * N
-    ci_row = ci_ptr + row.to(tl.int64) * N
-    ck2_row = ck2_ptr + row.to(tl.int64) * N
-    ci2_row = ci2_ptr + row.to(tl.int64) * N
-    L, k_eff = _row_len(len_ptr, row, N, K)
-    b1, k_rem1, cnt = _pick(tl.load(gh1_ptr + row * NB1 + tl.arange(0, NB1)), k_eff, NB1)
-    n_gt1 = k_eff - k_rem1
-    b2, k_rem2, cnt2 = _pick(tl.load(gh2_ptr + row * 256 + tl.arange(0, 256)), k_rem1, 256)
-    lo, hi = _cand1_range(t1_ptr, row, c, C, b1, CB, NB1)
-    cs_ = tl.arange(0, CB)
-    cm = cs_ < c
-    t2b = t2_ptr + (row * C + cs_).to(tl.int64) * 257
-    g2 = tl.load(t2b + b2 + 1, mask=cm, other=0)
-    ge2 = tl.load(t2b + b2, mask=cm, other=0)
-    cnt_gt = tl.sum(g2, 0)
-    cnt_eq = tl.sum(ge2 - g2, 0)
-    acc_or = tl.zeros([BLOCK], dtype=tl.int32)
-    acc_nor = tl.zeros([BLOCK], dtype=tl.int32)
-    for start in range(lo, hi, BLOCK):
-        offs = start + tl.arange(0, BLOCK)
-        m = offs < hi
-        key = tl.load(ck_row + offs, mask=m, other=0).to(tl.uint32, bitcast=True)
-        idx = tl.load(ci_row + offs, mask=m, other=0)
-        d2 = ((key >> S2) & 255).to(tl.int32)
-        is_gt = m & (d2 > b2)
-        is_eq = m & (d2 == b2)
-        v = is_gt.to(tl.int32) + (is_eq.to(tl.int32) << 16)
-        cs = tl.cumsum(v, 0)
-        cg = cs & 65535
-        ce = cs >> 16
-        tl.store(o_row + n_gt1 + cnt_gt + cg - 1, idx, mask=is_gt)
-        pe = cnt_eq + ce - 1
-        ki = key.to(tl.int32, bitcast=True)
-        tl.store(ck2_row + pe, ki, mask=is_eq)
-        tl.store(ci2_row + pe, idx, mask=is_eq)
-        acc_or |= tl.where(is_eq, ki, 0)
-        acc_nor |= tl.where(is_eq, ~ki, 0)
-        tot = tl.sum(v, 0)
-        cnt_gt += tot & 65535
-        cnt_eq += tot >> 16
-    r_or = tl.reduce(acc_or, 0, _or_fn)
-    r_nor = tl.reduce(acc_nor, 0, _or_fn)
-    tl.atomic_or(eqf_ptr + row * 2, r_or, mask=r_or != 0, sem="relaxed")
-    tl.atomic_or(eqf_ptr + row * 2 + 1, r_nor, mask=r_nor != 0, sem="relaxed")
-
-
-@triton.jit
-def _sel_pass(ck_row, E, k_rem, prefix, pmask, SHIFT: tl.constexpr, BLOCK: tl.constexpr):
-    hist = tl.zeros([256], dtype=tl.int32)
-    for start in range(0, E, BLOCK):
-        offs = start + tl.arange(0, BLOCK)
-        m = offs < E
-        key = tl.load(ck_row + offs, mask=m, other=0).to(tl.uint32, bitcast=True)
-        d = ((key >> SHIFT) & 255).to(tl.int32)
-        hist += tl.histogram(d, 256, mask=m & ((key & pmask) == prefix))
-    dsel, k_rem, cnt = _pick(hist, k_rem, 256)
-    prefix = prefix | (dsel.to(tl.uint32) << SHIFT)
-    pmask = pmask | tl.full([], 255 << SHIFT, tl.uint32)
-    return k_rem, prefix, pmask
-
-
-@triton.jit
-def _k4_select(len_ptr, gh1_ptr, gh2_ptr, eqf_ptr, out_ptr, stride_o, ck2_ptr, ci2_ptr, N, K,
-               BLOCK: tl.constexpr, KBLOCK: tl.constexpr, NB1: tl.constexpr, S1: tl.constexpr,
-               S2: tl.constexpr, PMASK2: tl.constexpr):
-    row = tl.program_id(0)
-    o_row = out_ptr + row.to(tl.int64) * stride_o
-    ck_row = ck2_ptr + row.to(tl.int64) * N
-    ci_row = ci2_ptr + row.to(tl.int64) * N
-    L, k_eff = _row_len(len_ptr, row, N, K)
-    b1, k_rem1, E1 = _pick(tl.load(gh1_ptr + row * NB1 + tl.arange(0, NB1)), k_eff, NB1)
-    b2, k_rem2, E = _pick(tl.load(gh2_ptr + row * 256 + tl.arange(0, 256)), k_rem1, 256)
-    base_gt = k_eff - k_rem2
-    all_eq = (tl.load(eqf_ptr + row * 2) & tl.load(eqf_ptr + row * 2 + 1)) == 0
-    if all_eq:
-        for start in range(0, k_rem2, BLOCK):
-            offs = start + tl.arange(0, BLOCK)
-            m = offs < k_rem2
-            tl.store(o_row + base_gt + offs, tl.load(ci_row + offs, mask=m, other=0), mask=m)
-    else:
-        prefix = (b1.to(tl.uint32) << S1) | (b2.to(tl.uint32) << S2)
-        pmask = tl.full([], PMASK2, tl.uint32)
-        k_rem3, prefix, pmask = _sel_pass(ck_row, E, k_rem2, prefix, pmask, S2 - 8, BLOCK)
-        if S2 > 16:
-            k_rem3, prefix, pmask = _sel_pass(ck_row, E, k_rem3, prefix, pmask, S2 - 16, BLOCK)
-            k_rem3, prefix, pmask = _sel_pass(ck_row, E, k_rem3, prefix, pmask, 0, BLOCK)
-        else:
-            k_rem3, prefix, pmask = _sel_pass(ck_row, E, k_rem3, prefix, pmask, 0, BLOCK)
-        thr = prefix
-        need_eq = k_rem3
-        base_eq = base_gt + (k_rem2 - k_rem3)
-        cnt_gt = 0
-        cnt_eq = 0
-        for start in range(0, E, BLOCK):
-            offs = start + tl.arange(0, BLOCK)
-            m = offs < E
-            key = tl.load(ck_row + offs, mask=m, other=0).to(tl.uint32, bitcast=True)
-            idx = tl.load(ci_row + offs, mask=m, other=0)
-            is_gt = m & (key > thr)
-            is_eq = m & (key == thr)
-            v = is_gt.to(tl.int32) + (is_eq.to(tl.int32) << 16)
-            cs = tl.cumsum(v, 0)
-            cg = cs & 65535
-            ce = cs >> 16
-            tl.store(o_row + base_gt + cnt_gt + cg - 1, idx, mask=is_gt)
-            take = is_eq & (cnt_eq + ce <= need_eq)
-            tl.store(o_row + base_eq + cnt_eq + ce - 1, idx, mask=take)
-            tot = tl.sum(v, 0)
-            cnt_gt += tot & 65535
-            cnt_eq += tot >> 16
-    for start in range(0, K, KBLOCK):
-        offs = start + tl.arange(0, KBLOCK)
-        tl.store(o_row + offs, tl.full([KBLOCK], -1, tl.int32), mask=(offs >= k_eff) & (offs < K))
-
-
-def _topk_v6(logits, lengths, k, out, BLOCK, TARGET_CTAS, WARPS, SEL_BLOCK, SEL_WARPS, L1_BITS, MAX_C):
-    M, N = logits.shape
-    dev = logits.device
-    assert BLOCK <= 32768 and SEL_BLOCK <= 32768  # packed 16-bit counts
-    assert 5 <= L1_BITS <= 8
-    NB1 = 1 << L1_BITS
-    S1 = 32 - L1_BITS
-    S2 = S1 - 8
-    PMASK2 = (0xFFFFFFFF << S2) & 0xFFFFFFFF
-    nblk = triton.cdiv(max(N, 1), BLOCK)
-    C = max(1, min(nblk, triton.cdiv(TARGET_CTAS, M), MAX_C))
-    CH = triton.cdiv(nblk, C) * BLOCK
-    C = triton.cdiv(max(N, 1), CH)
-    CB = max(2, triton.next_power_of_2(C))
-    ws = torch.empty(M * (NB1 + 256 + 2), dtype=torch.int32, device=dev)   # no memset: K1/K2 initialise
-    gh1 = ws[: M * NB1]
-    gh2 = ws[M * NB1: M * (NB1 + 256)]
-    eqf = ws[M * (NB1 + 256):]
-    t1 = torch.empty((M, C, NB1 + 1), dtype=torch.int32, device=dev)
-    t2 = torch.empty((M, C, 257), dtype=torch.int32, device=dev)
-    cand = torch.empty((4, M, max(N, 1)), dtype=torch.int32, device=dev)
-    grid = (M, C)
-    sx = logits.stride(0)
-    _k1_hist[grid](logits, sx, lengths, t1, gh2, eqf, N, k, CH, C, BLOCK=BLOCK, NB1=NB1, S1=S1, num_warps=WARPS)
-    _k2_compact[grid](logits, sx, lengths, gh1, t1, gh2, t2, out, out.stride(0), cand[0], cand[1], N, k, CH, C,
-                      BLOCK=BLOCK, CB=CB, NB1=NB1, S1=S1, S2=S2, num_warps=WARPS)
-    _k3_compact[grid](lengths, gh1, t1, gh2, t2, eqf, out, out.stride(0), cand[0], cand[1], cand[2], cand[3],
-                      N, k, C, BLOCK=BLOCK, CB=CB, NB1=NB1, S2=S2, num_warps=WARPS)
-    _k4_select[(M,)](lengths, gh1, gh2, eqf, out, out.stride(0), cand[2], cand[3], N, k,
-                     BLOCK=SEL_BLOCK, KBLOCK=1024, NB1=NB1, S1=S1, S2=S2, PMASK2=PMASK2, num_warps=SEL_WARPS)
-    return out
-
-
-
-@triton.jit
-def _pick8(hist, k_rem, NB: tl.constexpr):
     # the largest digit d with #(digit >= d) >= k_rem; k_rem left for the elements of digit d
     bins = tl.arange(0, NB)
     ge = tl.cumsum(hist, 0, reverse=True)
@@ -372,7 +94,7 @@ def _pick8(hist, k_rem, NB: tl.constexpr):
 @triton.jit
 def _pick_n(hist, k_rem, NB: tl.constexpr):
     bins = tl.arange(0, NB)
-    dsel, k_rem = _pick8(hist, k_rem, NB)
+    dsel, k_rem = _pick(hist, k_rem, NB)
     return dsel, k_rem, tl.sum(tl.where(bins == dsel, hist, 0), 0)
 
 
@@ -382,7 +104,7 @@ def _levels(d, active, k_rem, prefix):
     pmask = tl.full([], 0xFF000000, tl.uint32)
     for s in tl.static_range(16, -8, -8):
         hist = tl.histogram(((d >> s) & 255).to(tl.int32), 256, mask=active & ((d & pmask) == prefix))
-        dsel, k_rem = _pick8(hist, k_rem, 256)
+        dsel, k_rem = _pick(hist, k_rem, 256)
         prefix = prefix | (dsel.to(tl.uint32) << s)
         pmask = pmask | tl.full([], 255 << s, tl.uint32)
     return prefix, k_rem
@@ -438,24 +160,28 @@ def _approx_top(d, active, k_rem, scr_ptr, SMALLTA: tl.constexpr):
         h2 = tl.histogram(((d2 >> 16) & 255).to(tl.int32), 256, mask=m2)
     else:
         h2 = tl.histogram(((d >> 16) & 255).to(tl.int32), 256, mask=inb)
-    dsel2, k_rem = _pick8(h2, k_rem, 256)
+    dsel2, k_rem = _pick(h2, k_rem, 256)
     return ((dsel.to(tl.uint32) << 24) | (dsel2.to(tl.uint32) << 16)) >> sh
 
 
 @triton.jit
-def _ka_sample(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, scr_ptr, N, K, SMALL, C, NS: tl.constexpr,
+def _ka_sample(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, rh_ptr, scr_ptr, N, K, SMALL, C, NS: tl.constexpr,
                G: tl.constexpr, ALPHA_X2: tl.constexpr, BETA: tl.constexpr, CB: tl.constexpr,
-               SMALLTA: tl.constexpr, SPAN_BITS: tl.constexpr):
+               SMALLTA: tl.constexpr, SPAN_BITS: tl.constexpr, PDL: tl.constexpr):
     row = tl.program_id(0)
+    if PDL:
+        tl.extra.cuda.gdc_launch_dependents()     # KB may start now: it waits for this grid before reading its output
     L, k_eff = _row_len(len_ptr, row, N, K)
     cs_ = tl.arange(0, CB)
-    tl.store(cnt_ptr + (row * C + cs_) * 2, tl.zeros([CB], dtype=tl.int32), mask=cs_ < C)
+    tl.store(cnt_ptr + row * C + cs_, tl.zeros([CB], dtype=tl.int32), mask=cs_ < C)
+    tl.store(rh_ptr + row * 256 + tl.arange(0, 256), tl.zeros([256], dtype=tl.int32))
     S: tl.constexpr = NS * G
     s_ = tl.arange(0, S)
     thr = tl.zeros([], dtype=tl.uint32)
     span = tl.zeros([], dtype=tl.uint32)
     if L > SMALL:
-        key = _key(tl.load(x_ptr + row.to(tl.int64) * stride_x + (s_ // G) * (L // NS) + s_ % G))
+        gap = tl.multiple_of(L // NS // G * G, G)       # groups start at multiples of G: wide loads
+        key = _key(tl.load(x_ptr + row.to(tl.int64) * stride_x + (s_ // G) * gap + s_ % G))
         r = tl.minimum((k_eff * S * ALPHA_X2) // (2 * L) + BETA, S)
         # at least r samples >= thr (relative to the smallest sample, so that the first level spreads)
         lo_key = tl.min(key, 0)
@@ -476,45 +202,79 @@ def _ka_sample(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, scr_ptr, N, K, SMALL,
 
 
 @triton.jit
-def _kb_filter(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, hist_ptr, N, K, C,
-               RC, BLOCK: tl.constexpr, ATOMIC: tl.constexpr, HB: tl.constexpr, HREG: tl.constexpr):
+def _kb_block(key, offs, m, thr, sh, n_gt, hist, cnt_at, ck_reg, ci_reg, RC, BLOCK: tl.constexpr,
+              ATOMIC: tl.constexpr, HREG: tl.constexpr):
+    """One block of KB's scan: candidates (key > thr) to the program's region."""
+    is_gt = m & (key > thr)
+    if ATOMIC:
+        # a slot per candidate from the program's own counter (KA zeroed it): no block scan
+        p = tl.atomic_add(cnt_at + tl.zeros([BLOCK], dtype=tl.int32), 1, mask=is_gt, sem="relaxed")
+    else:
+        p = n_gt + tl.cumsum(is_gt.to(tl.int32), 0) - 1
+        n_gt += tl.sum(is_gt.to(tl.int32), 0)
+    w = is_gt & (p < RC)
+    tl.store(ck_reg + p, key.to(tl.int32, bitcast=True), mask=w)
+    tl.store(ci_reg + p, offs, mask=w)
+    if HREG:
+        hist += tl.histogram(tl.minimum((key - thr) >> sh, 255).to(tl.int32), 256, mask=is_gt)
+    return n_gt, hist
+
+
+@triton.jit
+def _kb_filter(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, hist_ptr, rh_ptr, N, K, C,
+               RC, BLOCK: tl.constexpr, ATOMIC: tl.constexpr, HB: tl.constexpr, HREG: tl.constexpr, PF: tl.constexpr,
+               PDL: tl.constexpr):
     row = tl.program_id(0)
     c = tl.program_id(1)
     x_row = x_ptr + row.to(tl.int64) * stride_x
     reg = (row * C + c).to(tl.int64) * RC
-    cnt_at = cnt_ptr + (row * C + c) * 2
+    cnt_at = cnt_ptr + row * C + c
     L, _ = _row_len(len_ptr, row, N, K)
-    thr = tl.load(thr_ptr + row * 2).to(tl.uint32, bitcast=True)
-    sh = tl.load(thr_ptr + row * 2 + 1).to(tl.uint32)
     ch = tl.cdiv(tl.cdiv(L, C), 64) * 64      # each row split evenly over its C programs
     lo = tl.multiple_of(c * ch, 64)
     hi = tl.minimum(lo + ch, L)
     n_gt = 0
-    acc_eq = tl.zeros([BLOCK], dtype=tl.int32)
     hist = tl.zeros([256], dtype=tl.int32)
-    for start in range(lo, hi, BLOCK):
-        offs = start + tl.arange(0, BLOCK)
+    ck_reg = ck_ptr + reg
+    ci_reg = ci_ptr + reg
+    # whole blocks load unmasked: a mask against the row's length (any value) would split every load into
+    # 4-byte ones; lo is a multiple of 64 and so is every start, so these loads are 16 bytes wide
+    mid = lo + tl.maximum(hi - lo, 0) // BLOCK * BLOCK
+    ar = tl.arange(0, BLOCK)
+    if PF:
+        # the first block's load goes out before the wait for KA (the logits are the caller's input)
+        nxt = tl.load(x_row + lo + ar, mask=ar < mid - lo, other=0.0)
+    if PDL:
+        tl.extra.cuda.gdc_wait()       # KA's threshold, zeroed counters and row histogram are visible after this
+        tl.extra.cuda.gdc_launch_dependents()
+    thr = tl.load(thr_ptr + row * 2).to(tl.uint32, bitcast=True)
+    sh = tl.load(thr_ptr + row * 2 + 1).to(tl.uint32)
+    if PF:
+        # the next block's load is issued before this block's slots are taken (an atomic's or a scan's
+        # latency), so the two overlap; masks against mid keep 16-byte loads (mid - lo is whole blocks)
+        for start in range(lo, mid, BLOCK):
+            cur = nxt
+            offs = start + ar
+            nxt = tl.load(x_row + offs + BLOCK, mask=offs + BLOCK < mid, other=0.0)
+            n_gt, hist = _kb_block(_key(cur), offs, offs < hi, thr, sh, n_gt, hist, cnt_at, ck_reg,
+                                           ci_reg, RC, BLOCK, ATOMIC, HREG)
+    else:
+        for start in range(lo, mid, BLOCK):
+            offs = start + tl.arange(0, BLOCK)
+            key = _key(tl.load(x_row + offs))
+            n_gt, hist = _kb_block(key, offs, offs < hi, thr, sh, n_gt, hist, cnt_at, ck_reg,
+                                           ci_reg, RC, BLOCK, ATOMIC, HREG)
+    if mid < hi:
+        offs = mid + tl.arange(0, BLOCK)
         m = offs < hi
         key = _key(tl.load(x_row + offs, mask=m, other=0.0))
-        is_gt = m & (key > thr)
-        acc_eq += (m & (key == thr)).to(tl.int32)
-        if ATOMIC:
-            # a slot per candidate from the program's own counter (KA zeroed it): no block scan
-            p = tl.atomic_add(cnt_at + tl.zeros([BLOCK], dtype=tl.int32), 1, mask=is_gt, sem="relaxed")
-        else:
-            p = n_gt + tl.cumsum(is_gt.to(tl.int32), 0) - 1
-            n_gt += tl.sum(is_gt.to(tl.int32), 0)
-        w = is_gt & (p < RC)
-        tl.store(ck_ptr + reg + p, key.to(tl.int32, bitcast=True), mask=w)
-        tl.store(ci_ptr + reg + p, offs, mask=w)
-        if HREG:
-            hist += tl.histogram(tl.minimum((key - thr) >> sh, 255).to(tl.int32), 256, mask=is_gt)
+        n_gt, hist = _kb_block(key, offs, m, thr, sh, n_gt, hist, cnt_at, ck_reg, ci_reg,
+                                       RC, BLOCK, ATOMIC, HREG)
     if ATOMIC:
         tl.debug_barrier()
         n_gt = tl.atomic_add(cnt_at, 0)          # the final count, after every program's atomics
     else:
         tl.store(cnt_at, n_gt)
-    tl.store(cnt_at + 1, tl.sum(acc_eq, 0))
     if not HREG:
         # the row-wide digit histogram of this program's candidates, re-read from its region
         tl.debug_barrier()
@@ -523,7 +283,11 @@ def _kb_filter(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, hist_
             m = o < tl.minimum(n_gt, RC)
             key = tl.load(ck_ptr + reg + o, mask=m, other=0).to(tl.uint32, bitcast=True)
             hist += tl.histogram(tl.minimum((key - thr) >> sh, 255).to(tl.int32), 256, mask=m)
-    tl.store(hist_ptr + (row * C + c) * 256 + tl.arange(0, 256), hist)
+    # the row's digit histogram (integer atomics: exact, order-free) and this program's suffix counts
+    # #(digit >= b), from which KD reads its offsets in two columns
+    hb = tl.arange(0, 256)
+    tl.atomic_add(rh_ptr + row * 256 + hb, hist, mask=hist > 0, sem="relaxed")
+    tl.store(hist_ptr + (row * C + c) * 256 + hb, tl.cumsum(hist, 0, reverse=True))
 
 
 @triton.jit
@@ -539,7 +303,7 @@ def _fallback_row(x_row, o_row, L, k_eff, BLOCK: tl.constexpr):
             m = offs < L
             key = _key(tl.load(x_row + offs, mask=m, other=0.0))
             hist += tl.histogram(((key >> s) & 255).to(tl.int32), 256, mask=m & ((key & pmask) == prefix))
-        dsel, k_rem = _pick8(hist, k_rem, 256)
+        dsel, k_rem = _pick(hist, k_rem, 256)
         prefix = prefix | (dsel.to(tl.uint32) << s)
         pmask = pmask | tl.full([], 255 << s, tl.uint32)
     n_gt = k_eff - k_rem
@@ -584,8 +348,8 @@ def _rank_store(rs, cnt, k_rem, o_at, R: tl.constexpr, SMALLR: tl.constexpr):
 
 
 @triton.jit
-def _kd_place(len_ptr, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, hist_ptr, rscr_ptr, info_ptr, out_ptr, stride_o, N, K, C,
-              RC, CB: tl.constexpr, RT: tl.constexpr, SMALLR: tl.constexpr):
+def _kd_place(len_ptr, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, hist_ptr, rh_ptr, rscr_ptr, info_ptr, out_ptr, stride_o, N, K, C,
+              RC, CB: tl.constexpr, RT: tl.constexpr, SMALLR: tl.constexpr, PDL: tl.constexpr):
     """grid (M, C): KC's two common cases spread over the row's C programs, each placing its own region.
     Every program of a row reads the same counts and tables and so reaches the same decision:
       mode 1, n_gt == k_eff: every candidate, at the offset of the regions before it.
@@ -594,6 +358,9 @@ def _kd_place(len_ptr, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, hist_ptr, rscr_ptr, inf
         tables of the programs before it (no atomics: deterministic). KC ranks the members.
       mode 0: anything else (and regions of more than RT candidates): KC does the whole row as before.
     Program 0 of the row records the mode, k_rem and the member count for KC."""
+    if PDL:
+        tl.extra.cuda.gdc_wait()       # KB's regions, counts and tables
+        tl.extra.cuda.gdc_launch_dependents()
     row = tl.program_id(0)
     c = tl.program_id(1)
     _, k_eff = _row_len(len_ptr, row, N, K)
@@ -601,13 +368,10 @@ def _kd_place(len_ptr, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, hist_ptr, rscr_ptr, inf
     sh = tl.load(thr_ptr + row * 2 + 1).to(tl.uint32)
     cs_ = tl.arange(0, CB)
     cmask = cs_ < C
-    gts = tl.load(cnt_ptr + (row * C + cs_) * 2, mask=cmask, other=0)
+    gts = tl.load(cnt_ptr + row * C + cs_, mask=cmask, other=0)
     n_gt = tl.sum(gts, 0)
-    n_eq = tl.sum(tl.load(cnt_ptr + (row * C + cs_) * 2 + 1, mask=cmask, other=0), 0)
-    hs = tl.arange(0, 256)
-    tab = tl.load(hist_ptr + (row * C + cs_[:, None]) * 256 + hs[None, :], mask=cmask[:, None], other=0)
-    dsel, k_rem, cnt = _pick_n(tl.sum(tab, 0), k_eff, 256)
-    ok = (tl.max(gts, 0) <= tl.minimum(RC, RT)) & (n_gt + n_eq >= k_eff)
+    dsel, k_rem, cnt = _pick_n(tl.load(rh_ptr + row * 256 + tl.arange(0, 256)), k_eff, 256)
+    ok = tl.max(gts, 0) <= tl.minimum(RC, RT)
     mode = tl.where(ok & (n_gt == k_eff), 1, tl.where(ok & (n_gt > k_eff) & (dsel < 255) & (cnt <= SMALLR), 2, 0))
     if c == 0:
         tl.store(info_ptr + row * 4, mode)
@@ -629,8 +393,11 @@ def _kd_place(len_ptr, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, hist_ptr, rscr_ptr, inf
             dg = tl.minimum((key - thr) >> sh, 255).to(tl.int32)
             gt = live & (dg > dsel)
             inb = live & (dg == dsel)
-            off_gt = tl.sum(tl.sum(tl.where(before[:, None] & (hs > dsel)[None, :], tab, 0), 1), 0)
-            off_eq = tl.sum(tl.sum(tl.where(before[:, None] & (hs == dsel)[None, :], tab, 0), 1), 0)
+            # suffix counts of the programs before this one at dsel + 1 (above dsel) and dsel
+            sfx = hist_ptr + (row * C + cs_) * 256
+            s_gt = tl.load(sfx + dsel + 1, mask=before, other=0)
+            off_gt = tl.sum(s_gt, 0)
+            off_eq = tl.sum(tl.load(sfx + dsel, mask=before, other=0) - s_gt, 0)
             v = tl.cumsum(gt.to(tl.int32) + (inb.to(tl.int32) << 16), 0)   # both positions in one scan
             tl.store(o_row + off_gt + (v & 65535) - 1, idx, mask=gt)
             rs = rscr_ptr + row * 2 * SMALLR + off_eq + (v >> 16) - 1
@@ -639,9 +406,11 @@ def _kd_place(len_ptr, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, hist_ptr, rscr_ptr, inf
 
 
 @triton.jit
-def _kc_select(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, hist_ptr, scr_ptr, rscr_ptr, info_ptr,
+def _kc_select(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, rh_ptr, scr_ptr, rscr_ptr, info_ptr,
                out_ptr, stride_o, N, K, C, RC, CB: tl.constexpr, TILE: tl.constexpr, BLOCK: tl.constexpr,
-               KBLOCK: tl.constexpr, SMALLT: tl.constexpr, SMALLR: tl.constexpr):
+               KBLOCK: tl.constexpr, SMALLT: tl.constexpr, SMALLR: tl.constexpr, PDL: tl.constexpr):
+    if PDL:
+        tl.extra.cuda.gdc_wait()       # KD's placements and decisions
     row = tl.program_id(0)
     o_row = out_ptr + row.to(tl.int64) * stride_o
     L, k_eff = _row_len(len_ptr, row, N, K)
@@ -656,7 +425,7 @@ def _kc_select(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, hist_
         else:
             _rank_store(rs, cnt, k_rem, o_row + (k_eff - k_rem), SMALLR, SMALLR)
     elif mode == 0:
-        _kc_row(x_ptr, stride_x, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, hist_ptr, scr_ptr, rscr_ptr, o_row, row, L, k_eff,
+        _kc_row(x_ptr, stride_x, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, rh_ptr, scr_ptr, rscr_ptr, o_row, row, L, k_eff,
                 C, RC, CB, TILE, BLOCK, SMALLT, SMALLR)
     for start in range(0, K, KBLOCK):
         o3 = start + tl.arange(0, KBLOCK)
@@ -664,7 +433,7 @@ def _kc_select(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, hist_
 
 
 @triton.jit
-def _kc_row(x_ptr, stride_x, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, hist_ptr, scr_ptr, rscr_ptr, o_row, row, L, k_eff,
+def _kc_row(x_ptr, stride_x, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, rh_ptr, scr_ptr, rscr_ptr, o_row, row, L, k_eff,
             C, RC, CB: tl.constexpr, TILE: tl.constexpr, BLOCK: tl.constexpr, SMALLT: tl.constexpr,
             SMALLR: tl.constexpr):
     """best_v10's KC for one row (the rows KD left: mode 0)."""
@@ -675,15 +444,14 @@ def _kc_row(x_ptr, stride_x, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, hist_ptr, scr_ptr
     offs = tl.arange(0, TILE)
     c_of = offs // RC
     cm = c_of < C
-    n_c = tl.load(cnt_ptr + (row * C + c_of) * 2, mask=cm, other=0)
+    n_c = tl.load(cnt_ptr + row * C + c_of, mask=cm, other=0)
     live = cm & (offs % RC < n_c)
     cs_ = tl.arange(0, CB)
-    gts = tl.load(cnt_ptr + (row * C + cs_) * 2, mask=cs_ < C, other=0)
+    gts = tl.load(cnt_ptr + row * C + cs_, mask=cs_ < C, other=0)
     n_gt = tl.sum(gts, 0)
-    n_eq = tl.sum(tl.load(cnt_ptr + (row * C + cs_) * 2 + 1, mask=cs_ < C, other=0), 0)
     overflow = tl.max(gts, 0) > RC
     slot = (row * C).to(tl.int64) * RC + offs
-    if overflow | (n_gt + n_eq < k_eff):
+    if overflow:
         _fallback_row(x_row, o_row, L, k_eff, BLOCK)
     elif n_gt == k_eff:
         # every candidate (short rows: all their values)
@@ -693,9 +461,7 @@ def _kc_row(x_ptr, stride_x, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, hist_ptr, scr_ptr
         # A: the top k_eff of the candidates; of the keys equal to the k-th, the smallest indices
         key = tl.load(ck_ptr + slot, mask=live, other=0).to(tl.uint32, bitcast=True)
         idx = tl.load(ci_ptr + slot, mask=live, other=0)
-        hs = tl.arange(0, 256)
-        hist = tl.sum(tl.load(hist_ptr + (row * C + cs_[:, None]) * 256 + hs[None, :], mask=(cs_ < C)[:, None],
-                              other=0), 0)
+        hist = tl.load(rh_ptr + row * 256 + tl.arange(0, 256))
         dsel, k_rem, cnt = _pick_n(hist, k_eff, 256)
         if (dsel < 255) & (cnt <= SMALLR):
             # every candidate of a larger digit; the members of digit dsel ranked pairwise
@@ -739,11 +505,14 @@ def _kc_row(x_ptr, stride_x, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, hist_ptr, scr_ptr
             tl.store(o_row + n_gt + found + cs - 1, o2, mask=eq & (found + cs <= need))
             found += tl.sum(eq.to(tl.int32), 0)
             start += BLOCK
+        if found < need:
+            # fewer values == thr than needed: the sample misled (thr above the k-th value)
+            _fallback_row(x_row, o_row, L, k_eff, BLOCK)
 
 
-def _topk_v12(logits, lengths, k, out, BLOCK, TARGET_CTAS, MAX_C, num_warps, SMALL, SEL_WARPS, NS, G,
+def _topk(logits, lengths, k, out, BLOCK, TARGET_CTAS, MAX_C, num_warps, SMALL, SEL_WARPS, NS, G,
               ALPHA_X2, BETA, ATOMIC=0, SMALLT=512, MIN_C=16, SMALLR=512, SPAN_BITS=9, SMALLTA=1024, HREG=0,
-              KD_WARPS=4):
+              KD_WARPS=4, PF=1, SCAN_MAX_ROWS=8, KA_WARPS=8, PDL=1):
     M, N = logits.shape
     dev = logits.device
     assert BLOCK <= 32768 and N < 2 ** 31 and NS * G <= SMALL and MAX_C in (1, 2, 4, 8, 16, 32, 64)
@@ -755,24 +524,34 @@ def _topk_v12(logits, lengths, k, out, BLOCK, TARGET_CTAS, MAX_C, num_warps, SMA
     RC = TILE // C                                            # >= SMALL / C + 64 while C <= 64
     CB = 64                                                   # programs per row, at most
     thr = torch.empty((M, 2), dtype=torch.int32, device=dev)     # threshold key, digit shift
-    cnt = torch.empty((M, C, 2), dtype=torch.int32, device=dev)   # zeroed by KA, written by KB: no memset
+    cnt = torch.empty((M, C), dtype=torch.int32, device=dev)      # zeroed by KA, written by KB: no memset
     cand = torch.empty((2, M, C, RC), dtype=torch.int32, device=dev)
     scr = torch.empty((M, 3, SMALLT), dtype=torch.int32, device=dev)
-    hist = torch.empty((M, C, 256), dtype=torch.int32, device=dev)   # KB's per-program digit histograms
+    hist = torch.empty((M, C, 256), dtype=torch.int32, device=dev)   # KB's per-program suffix counts
+    rhist = torch.empty((M, 256), dtype=torch.int32, device=dev)     # the row's digit histogram (KA zeroes it)
     rscr = torch.empty((M, 2, SMALLR), dtype=torch.int32, device=dev)
     scra = torch.empty((M, SMALLTA), dtype=torch.int32, device=dev)
     info = torch.empty((M, 4), dtype=torch.int32, device=dev)       # KD's decision per row, for KC
     sx = logits.stride(0)
-    _ka_sample[(M,)](logits, sx, lengths, thr, cnt, scra, N, k, SMALL, C, NS=NS, G=G, ALPHA_X2=ALPHA_X2, BETA=BETA,
-                     CB=CB, SMALLTA=SMALLTA, SPAN_BITS=SPAN_BITS, num_warps=8)
-    _kb_filter[(M, C)](logits, sx, lengths, thr, cnt, cand[0], cand[1], hist, N, k, C, RC, BLOCK=BLOCK,
-                       ATOMIC=ATOMIC, HB=256, HREG=HREG, num_warps=num_warps)
-    _kd_place[(M, C)](lengths, thr, cnt, cand[0], cand[1], hist, rscr, info, out, out.stride(0), N, k, C, RC,
-                      CB=C, RT=512, SMALLR=SMALLR, num_warps=KD_WARPS)   # CB = C: its [C, 256] tables in registers
-    _kc_select[(M,)](logits, sx, lengths, thr, cnt, cand[0], cand[1], hist, scr, rscr, info, out, out.stride(0),
+    # programmatic dependent launch (Hopper): each kernel's programs start while the one before finishes and
+    # wait (griddepcontrol.wait) before reading its output; not in Triton's CPU interpreter
+    pdl = bool(PDL) and logits.is_cuda and hasattr(tl.extra.cuda, "gdc_wait")
+    lp = {"launch_pdl": True} if pdl else {}
+    if M <= SCAN_MAX_ROWS:
+        ATOMIC = 0      # few rows (programs of one or two blocks): a block scan beats slots from atomics
+    _ka_sample[(M,)](logits, sx, lengths, thr, cnt, rhist, scra, N, k, SMALL, C, NS=NS, G=G, ALPHA_X2=ALPHA_X2, BETA=BETA,
+                     CB=CB, SMALLTA=SMALLTA, SPAN_BITS=SPAN_BITS, PDL=pdl, num_warps=KA_WARPS)
+    _kb_filter[(M, C)](logits, sx, lengths, thr, cnt, cand[0], cand[1], hist, rhist, N, k, C, RC, BLOCK=BLOCK,
+                       ATOMIC=ATOMIC, HB=256, HREG=HREG, PF=PF, PDL=pdl, num_warps=num_warps, **lp)
+    _kd_place[(M, C)](lengths, thr, cnt, cand[0], cand[1], hist, rhist, rscr, info, out, out.stride(0), N, k, C, RC,
+                      CB=C, RT=512, SMALLR=SMALLR, PDL=pdl, num_warps=KD_WARPS, **lp)
+    _kc_select[(M,)](logits, sx, lengths, thr, cnt, cand[0], cand[1], rhist, scr, rscr, info, out, out.stride(0),
                      N, k, C, RC, CB=CB, TILE=TILE, BLOCK=2048, KBLOCK=1024, SMALLT=SMALLT, SMALLR=SMALLR,
-                     num_warps=SEL_WARPS)
+                     PDL=pdl, num_warps=SEL_WARPS, **lp)
     return out
+
+
+# FOLD END
 
 
 def forward(q, k_index, weights, lengths, k):
@@ -799,7 +578,4 @@ def forward(q, k_index, weights, lengths, k):
                          H=H, D=D, ROWS=ROWS, BLOCK_N=p["BLOCK_N"], N_PER_PROG=p["N_PER_PROG"],
                          TRANS=p["TRANS"], UPCAST=dev.type == "cpu", num_warps=p["num_warps"],
                          num_stages=p["num_stages"])
-    if M * N >= p["V12_MIN_ELEMS"]:
-        return _topk_v12(logits, lengths, k, out, **{n: p["V12_" + n] for n in V12_PARAMS})
-    return _topk_v6(logits, lengths, k, out, p["TK_BLOCK"], p["TK_TARGET_CTAS"], p["TK_WARPS"], p["TK_SEL_BLOCK"],
-                    p["TK_SEL_WARPS"], p["TK_L1_BITS"], p["TK_MAX_C"])
+    return _topk(logits, lengths, k, out, **{n[3:]: v for n, v in p.items() if n.startswith("TK_")})

@@ -1,0 +1,63 @@
+"""Fold the dsa_topk kernels into the two best.py files: a candidate is one file, so they hold copies.
+
+python gpu_worker/candidates/fold_topk.py            # rewrite both files from dsa_topk/best_v17.py
+python gpu_worker/candidates/fold_topk.py --check    # exit 1 if either has drifted (tests run this)
+
+Edit dsa_topk/best_v17.py, then run this. dsa_topk/best.py is best_v17.py under its own first docstring line.
+dsa_indexer_topk/best.py keeps its own parts (docstring, logits kernel, forward) and takes best_v17's kernels
+(its first @triton.jit up to forward) between the FOLD markers, and best_v17's PARAMS, prefixed TK_, as the
+last line of its PARAMS.
+"""
+import ast
+import pathlib
+import sys
+
+HERE = pathlib.Path(__file__).resolve().parent
+SRC = HERE / "dsa_topk" / "best_v17.py"
+TOPK = HERE / "dsa_topk" / "best.py"
+INDEXER = HERE / "dsa_indexer_topk" / "best.py"
+BEGIN = "# FOLD BEGIN: the top-k of dsa_topk/best_v17.py, written by gpu_worker/candidates/fold_topk.py\n"
+END = "# FOLD END\n"
+TOPK_HEAD = '"""dsa_topk best: best_v17.py, copied by gpu_worker/candidates/fold_topk.py (edit best_v17.py, then run it).\n'
+
+
+def _params(text):
+    for node in ast.parse(text).body:
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "PARAMS":
+            return ast.literal_eval(node.value)
+    raise ValueError("no PARAMS")
+
+
+def folded():
+    src = SRC.read_text()
+    topk = TOPK_HEAD + src.split("\n", 1)[1]
+    kernels = src[src.index("@triton.jit"):src.index("def forward(")].rstrip() + "\n"
+    idx = INDEXER.read_text()
+    head, rest = idx.split(BEGIN)
+    _, tail = rest.split(END)
+    tk = "          " + ", ".join(f'"TK_{n}": {v!r}' for n, v in _params(src).items()) + "}\n"
+    lines = head.splitlines(keepends=True)
+    at = [i for i, line in enumerate(lines) if line.startswith('          "TK_')]
+    assert len(at) == 1, "the indexer's PARAMS needs exactly one line of TK_ entries"
+    lines[at[0]] = tk
+    return {TOPK: topk, INDEXER: "".join(lines) + BEGIN + "\n\n" + kernels + "\n\n" + END + tail}
+
+
+def _rel(p):
+    return str(p.relative_to(HERE)) if HERE in p.parents else str(p)
+
+
+def main(argv):
+    stale = [p for p, text in folded().items() if not p.exists() or p.read_text() != text]
+    if "--check" in argv:
+        for p in stale:
+            print(f"{_rel(p)} differs from what fold_topk.py writes: edit best_v17.py and run it")
+        return 1 if stale else 0
+    for p, text in folded().items():
+        p.write_text(text)
+    print("wrote", ", ".join(_rel(p) for p in folded()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
