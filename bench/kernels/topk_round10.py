@@ -2,6 +2,8 @@
 block scan for programs of at most two blocks, KA's warps a parameter) against best_v15, and sweeps.
 
 python bench/kernels/topk_round10.py [--out DIR] [--budget SECONDS] [--run NAME]
+(best_v13..best_v16 and best_v6b were removed after round 11, once best_v17 carried their changes;
+they are in commit 75ecd96.)
 
 Method as dev_bench.py (imported): correctness on the GPU first (set-exact, deterministic as a set, input
 not mutated) for every variant and parameter set before it is timed, then CUDA-graph replays timed one by

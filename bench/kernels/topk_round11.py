@@ -2,6 +2,7 @@
 chosen by row count) against best_v16, and sweeps.
 
 python bench/kernels/topk_round11.py [--out DIR] [--budget SECONDS] [--run NAME]
+(best_v16 was removed after this round; it is in commit 75ecd96.)
 
 Method as dev_bench.py (imported): correctness on the GPU first (set-exact, deterministic as a set, input
 not mutated) for every variant and parameter set before it is timed, then CUDA-graph replays timed one by

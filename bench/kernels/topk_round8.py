@@ -2,6 +2,8 @@
 (best_v14), and best_v6 with 16-byte loads (best_v6b) for the small-M path.
 
 python bench/kernels/topk_round8.py [--out DIR] [--budget SECONDS] [--run NAME]
+(best_v13..best_v16 and best_v6b were removed after round 11, once best_v17 carried their changes;
+they are in commit 75ecd96.)
 
 Method as dev_bench.py (imported): correctness on the GPU first (set-exact, deterministic as a set, input
 not mutated) for every variant and parameter set before it is timed, then CUDA-graph replays timed one by

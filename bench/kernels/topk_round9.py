@@ -1,6 +1,8 @@
 """Round 9: best_v15 (best_v14 with the next block's load issued before this block's slots are taken) and sweeps.
 
 python bench/kernels/topk_round9.py [--out DIR] [--budget SECONDS] [--run NAME]
+(best_v13..best_v16 and best_v6b were removed after round 11, once best_v17 carried their changes;
+they are in commit 75ecd96.)
 
 Method as dev_bench.py (imported): correctness on the GPU first (set-exact, deterministic as a set, input
 not mutated) for every variant and parameter set before it is timed, then CUDA-graph replays timed one by

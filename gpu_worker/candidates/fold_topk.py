@@ -5,8 +5,8 @@ python gpu_worker/candidates/fold_topk.py --check    # exit 1 if either has drif
 
 Edit dsa_topk/best_v17.py, then run this. dsa_topk/best.py is best_v17.py under its own first docstring line.
 dsa_indexer_topk/best.py keeps its own parts (docstring, logits kernel, forward) and takes best_v17's kernels
-(its first @triton.jit up to forward) between the FOLD markers, and best_v17's PARAMS, prefixed TK_, as the
-last line of its PARAMS.
+(its first @triton.jit up to forward) between the FOLD markers, and best_v17's PARAMS (with INDEXER_OVERRIDES),
+prefixed TK_, as the last line of its PARAMS.
 """
 import ast
 import pathlib
@@ -18,6 +18,9 @@ TOPK = HERE / "dsa_topk" / "best.py"
 INDEXER = HERE / "dsa_indexer_topk" / "best.py"
 BEGIN = "# FOLD BEGIN: the top-k of dsa_topk/best_v17.py, written by gpu_worker/candidates/fold_topk.py\n"
 END = "# FOLD END\n"
+# the indexer's own values for some top-k parameters: one filter variant (slots from atomics at every M) is one
+# Triton compile less in each evaluation, for ~2.7 us at M <= 8 where its logits take ~65 us
+INDEXER_OVERRIDES = {"SCAN_MAX_ROWS": 0}
 TOPK_HEAD = '"""dsa_topk best: best_v17.py, copied by gpu_worker/candidates/fold_topk.py (edit best_v17.py, then run it).\n'
 
 
@@ -35,7 +38,8 @@ def folded():
     idx = INDEXER.read_text()
     head, rest = idx.split(BEGIN)
     _, tail = rest.split(END)
-    tk = "          " + ", ".join(f'"TK_{n}": {v!r}' for n, v in _params(src).items()) + "}\n"
+    params = dict(_params(src), **INDEXER_OVERRIDES)
+    tk = "          " + ", ".join(f'"TK_{n}": {v!r}' for n, v in params.items()) + "}\n"
     lines = head.splitlines(keepends=True)
     at = [i for i, line in enumerate(lines) if line.startswith('          "TK_')]
     assert len(at) == 1, "the indexer's PARAMS needs exactly one line of TK_ entries"

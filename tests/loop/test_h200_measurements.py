@@ -1,7 +1,7 @@
 """Policy, range analysis, import and promotion on the real H200 reports committed under
-bench/results/h200/reports (`ark.report/1`, profile full, measured 2026-12-02).
+bench/results/h200/reports (`ark.report/1`, profile full, measured 2026-12-02; the top-k bests again 2026-12-03).
 
-What they say: dsa_topk/best is 2.9x the default top-k and wins at every context, end to end
+What they say: dsa_topk/best is 4.6x the default top-k (geomean) and wins at every context, end to end
 too; dsa_topk/seed is slower; dsa_indexer_topk/seed is 2x faster overall but wins only below a
 crossover between 64K and 128K context, so it gets a route for that range alone.
 These pin the committed measurements: a re-measurement may move the figures asserted here."""
