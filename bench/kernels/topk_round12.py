@@ -2,6 +2,7 @@
 contexts, where best_v17 regressed (1 x 4K: 43.4 us in its evaluation, best_v6 17.9).
 
 python bench/kernels/topk_round12.py [--out DIR]
+(best_v18 was removed after this round: it lost; it is in commit 583a0e0.)
 
 Method as dev_bench.py (imported): set-exact checks on the GPU first, then CUDA-graph replays timed one by
 one with events, 512 MB L2 flush before each, 3 input sets interleaved, median of 45 replays.

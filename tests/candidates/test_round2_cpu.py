@@ -35,8 +35,7 @@ TOPK8 = [("dsa_topk/best_v8.py", V8), ("dsa_topk/best_v8.py", dict(V8, ATOMIC=1)
          ("dsa_topk/best_v17.py", V8), ("dsa_topk/best_v17.py", dict(V8, SCAN_MAX_ROWS=0, PF=0)),
          ("dsa_topk/best_v17.py", dict(V8, ALPHA_X2=0, BETA=1, SCAN_MAX_ROWS=0)),
          ("dsa_topk/best_v17.py", dict(V8, SMALLR=4, SMALLTA=8, SPAN_BITS=8)),
-         ("dsa_topk/best_v17.py", dict(V8, BLOCK=1024, HREG=1)),
-         ("dsa_topk/best_v18.py", dict(V8, NS=16)), ("dsa_topk/best_v18.py", dict(V8, NS=16, SCAN_MAX_ROWS=0))]
+         ("dsa_topk/best_v17.py", dict(V8, BLOCK=1024, HREG=1))]
 
 
 def _relu_cases():
@@ -66,8 +65,7 @@ def test_round2_topk_exact_and_deterministic(rel, params):
 @pytest.mark.parametrize("rel,params", TOPK8, ids=["v8", "v8-atomic", "v8-smallt16", "v8-fallback-low",
                                                   "v8-fallback-overflow", "best", "v12", "v12-scan-span8",
                                                   "v17", "v17-atomic-noprefetch", "v17-fallback-low",
-                                                  "v17-small-tiles-span8", "v17-one-block-hreg",
-                                                  "v18-short-sample", "v18-short-sample-atomic"])
+                                                  "v17-small-tiles-span8", "v17-one-block-hreg"])
 def test_v8_topk_exact(rel, params):
     m = _load(rel, params)
     _contract(m)
