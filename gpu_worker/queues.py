@@ -14,6 +14,17 @@ def gpu_queue(hardware: str) -> str:
     return f"gpu.{hardware}"
 
 
+# The attempt fence in the broker's Redis: the loop sets it to the attempt it publishes an evaluation for;
+# a GPU worker that receives an older attempt (a message re-delivered after its worker died, when the loop
+# has re-queued the candidate since) skips it instead of spending an evaluation on a report the loop would
+# ignore. Only an optimisation: the loop's own fence on reports is what keeps results right.
+ATTEMPT_TTL_S = 7 * 86400
+
+
+def attempt_key(candidate_id: int) -> str:
+    return f"ark:{LOOP_QUEUE}:attempt:{int(candidate_id)}"
+
+
 class Task(StrEnum):
     GPU_PING = "gpu.ping"
     GPU_EVALUATE = "gpu.evaluate"

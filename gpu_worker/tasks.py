@@ -8,9 +8,9 @@ import time
 
 from celery import signals
 
-from gpu_worker.celery_app import app, send_to_loop
+from gpu_worker.celery_app import BROKER_URL, app, send_to_loop
 from gpu_worker.hardware import fingerprint
-from gpu_worker.queues import Task
+from gpu_worker.queues import Task, attempt_key
 
 log = logging.getLogger(__name__)
 HEARTBEAT_INTERVAL_S = float(os.environ.get("ARK_HEARTBEAT_INTERVAL_S", "10"))
@@ -37,8 +37,12 @@ def ping(ping_id: int) -> None:
 def evaluate(spec: dict) -> None:
     from gpu_worker.pipeline import evaluate as run_pipeline
 
-    identity = worker_identity()
     candidate_id, attempt = spec["candidate_id"], spec["attempt"]
+    current = _current_attempt(candidate_id)
+    if current is not None and current > attempt:
+        log.warning("candidate %s: attempt %s superseded by attempt %s, not evaluated", candidate_id, attempt, current)
+        return
+    identity = worker_identity()
 
     def on_progress(stage: str, status: str, detail: dict) -> None:
         send_to_loop(Task.LOOP_PROGRESS, candidate_id, attempt, identity["name"], stage, status, detail)
@@ -57,6 +61,21 @@ def evaluate(spec: dict) -> None:
         _send_report(candidate_id, attempt, identity["name"], report)
     finally:
         _running.pop(candidate_id, None)
+
+
+def _current_attempt(candidate_id: int) -> int | None:
+    """The attempt the loop last published for this candidate (queues.attempt_key), or None when the broker
+    is not Redis, has no such key, or cannot be read (then the evaluation runs: the loop fences reports)."""
+    if not BROKER_URL.startswith(("redis://", "rediss://", "unix://")):
+        return None
+    try:
+        import redis
+
+        value = redis.Redis.from_url(BROKER_URL, socket_timeout=2).get(attempt_key(candidate_id))
+        return None if value is None else int(value)
+    except Exception:  # noqa: BLE001 - an optimisation only
+        log.warning("attempt fence of candidate %s not read", candidate_id, exc_info=True)
+        return None
 
 
 def _send_report(candidate_id: int, attempt: int, worker_name: str, report: dict) -> None:

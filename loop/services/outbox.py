@@ -7,10 +7,12 @@ idempotent.
 
 import logging
 
+import redis
 from celery import current_app
 from django.db import transaction
 from django.utils import timezone
 
+from gpu_worker.queues import ATTEMPT_TTL_S, Task, attempt_key
 from loop.models import OutboxMessage
 
 log = logging.getLogger(__name__)
@@ -31,6 +33,8 @@ def outbox_relay(*, ids: list[int] | None = None, older_than_s: float = 0.0) -> 
         pending = pending.filter(created__lte=timezone.now() - timezone.timedelta(seconds=older_than_s))
     sent = 0
     for message in pending.order_by("id")[:500]:
+        if message.task == Task.GPU_EVALUATE:
+            _fence_attempt(message.args[0])
         try:
             current_app.send_task(message.task, args=message.args, queue=message.queue)
         except Exception:  # broker down: the reaper retries
@@ -39,3 +43,16 @@ def outbox_relay(*, ids: list[int] | None = None, older_than_s: float = 0.0) -> 
             continue
         sent += OutboxMessage.objects.filter(id=message.id, sent__isnull=True).update(sent=timezone.now())
     return sent
+
+
+def _fence_attempt(spec: dict) -> None:
+    """Before an evaluation is published, tell GPU workers which attempt is current (queues.attempt_key):
+    a re-delivered message of an earlier attempt is then skipped, not evaluated."""
+    url = current_app.conf.broker_url or ""
+    if not url.startswith(("redis://", "rediss://", "unix://")):
+        return
+    try:
+        redis.Redis.from_url(url, socket_timeout=2).set(attempt_key(spec["candidate_id"]), int(spec["attempt"]),
+                                                        ex=ATTEMPT_TTL_S)
+    except Exception:  # broker down: the send below fails too and the reaper retries both
+        log.warning("attempt fence of candidate %s not set", spec.get("candidate_id"), exc_info=True)

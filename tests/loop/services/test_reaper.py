@@ -3,11 +3,16 @@ outbox rows are published."""
 
 from datetime import timedelta
 
+import redis
+from django.conf import settings
 from django.utils import timezone
+
+from gpu_worker.queues import attempt_key
 
 from loop.models import Candidate, Event, OutboxMessage
 from loop.services.candidates import candidate_record_progress
 from loop.services.evaluations import candidate_record_report
+from loop.services.outbox import outbox_relay
 from loop.services.reaper import reap
 from loop.services.runs import run_advance
 from tests.loop.reports import report
@@ -30,6 +35,9 @@ def test_a_candidate_whose_worker_went_silent_is_requeued_with_a_new_attempt(mak
     assert (candidate.status, candidate.attempt) == ("queued", 2)  # the same pass dispatched it again
     specs = [m.args[0] for m in OutboxMessage.objects.filter(task="gpu.evaluate").order_by("id")]
     assert [(s["candidate_id"], s["attempt"]) for s in specs] == [(candidate.pk, 1), (candidate.pk, 2)]
+    # once published, the attempt fence says 2: a GPU worker given attempt 1 again (re-delivered) skips it
+    outbox_relay(older_than_s=0)
+    assert int(redis.Redis.from_url(settings.CELERY_BROKER_URL).get(attempt_key(candidate.pk))) == 2
     assert Event.objects.filter(type="candidate.requeued", subject_id=str(candidate.pk)).count() == 1
     # the dead attempt's report, arriving late, changes nothing; the new one is recorded
     assert candidate_record_report(candidate_id=candidate.pk, attempt=1, worker="gpu-dead", report=report()) is None
