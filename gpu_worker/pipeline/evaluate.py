@@ -129,7 +129,8 @@ def _evaluate(spec: dict, report: dict, stages: _Stages) -> None:
         _finish(report, target, stages)
         return
 
-    scratch_root = Path(tempfile.mkdtemp(prefix="ark-eval-"))
+    sweep_stale_scratch()
+    scratch_root = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-"))
     os.chmod(scratch_root, 0o711)  # a child running as nobody must traverse it (its own dirs are inside)
     bench = None
     try:
@@ -150,6 +151,30 @@ def _evaluate(spec: dict, report: dict, stages: _Stages) -> None:
         if bench is not None:
             bench.cancel()  # on every way out, and before its scratch dir goes; a no-op once it has ended
         shutil.rmtree(scratch_root, ignore_errors=True)
+
+
+SCRATCH_PREFIX = "ark-eval-"
+
+
+def sweep_stale_scratch() -> list[Path]:
+    """Remove the scratch dirs of evaluations whose process is gone (a worker killed with SIGKILL leaves its
+    `ark-eval-<pid>-*` behind). A dir whose pid is alive, or belongs to a process this one may not signal,
+    stays. Returns what was removed."""
+    removed = []
+    for path in Path(tempfile.gettempdir()).glob(f"{SCRATCH_PREFIX}*-*"):
+        pid = path.name[len(SCRATCH_PREFIX):].split("-", 1)[0]
+        if not pid.isdigit() or int(pid) == os.getpid() or not path.is_dir():
+            continue
+        try:
+            os.kill(int(pid), 0)
+            continue                      # alive
+        except ProcessLookupError:
+            pass
+        except PermissionError:
+            continue                      # alive, someone else's
+        shutil.rmtree(path, ignore_errors=True)
+        removed.append(path)
+    return removed
 
 
 def _child_cfg(target, info, device, mode, shapes, profile, candidate_path, incumbent_path=None) -> dict:

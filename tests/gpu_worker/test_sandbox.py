@@ -279,3 +279,27 @@ def test_a_verify_that_does_not_pass_cancels_the_early_bench_child(gpu_plumbing,
         assert report["verdict"]["reasons"] == ["harness:exception"]
     else:
         assert report["stages"]["benchmark"]["status"] == "skipped"
+
+
+def test_the_scratch_dirs_of_dead_evaluators_are_swept_and_live_ones_kept(tmp_path, monkeypatch):
+    import subprocess
+    import sys
+    import tempfile
+
+    from gpu_worker.pipeline.evaluate import sweep_stale_scratch
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        gone = tmp_path / f"ark-eval-{dead.pid}-abc"
+        kept = [tmp_path / f"ark-eval-{live.pid}-def", tmp_path / f"ark-eval-{os.getpid()}-ghi",
+                tmp_path / "ark-eval-oldstyle", tmp_path / "other-123-x"]
+        for d in [gone, *kept]:
+            (d / "work").mkdir(parents=True)
+        assert sweep_stale_scratch() == [gone]
+        assert not gone.exists() and all(d.exists() for d in kept)
+    finally:
+        live.kill()
+        live.wait()
