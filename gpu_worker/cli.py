@@ -113,4 +113,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.func in (_cmd_evaluate, _cmd_worker):
+        from .pipeline.sandbox import scrub_environ_block
+
+        scrub_environ_block()  # before any candidate runs: /proc/<this pid>/environ shows nothing
     return args.func(args)

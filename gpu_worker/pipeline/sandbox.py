@@ -36,6 +36,26 @@ PASSTHROUGH_ENV = ("PATH", "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH", "CUDA_VI
                    "TRITON_LIBCUDA_PATH", "TRITON_PTXAS_PATH", "NVIDIA_VISIBLE_DEVICES", "LANG", "LC_ALL")
 
 
+
+def scrub_environ_block() -> bool:
+    """Zero this process's original environment block, which is what /proc/<pid>/environ shows, after
+    moving every variable to the heap (setenv copies): a candidate's child that runs as the worker's own uid
+    (where dropping to nobody fails) can then not read the worker's secrets there. It can still read the
+    worker's memory through /proc/<pid>/mem where ptrace would be allowed (same uid, root); dropping the
+    uid is what closes that. Returns whether /proc/self/environ is now empty; False where /proc or
+    /proc/self/mem is not usable (then nothing changed but the copies)."""
+    try:
+        fields = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
+        start, end = int(fields[47]), int(fields[48])   # env_start and env_end: fields 50 and 51
+        for name, value in list(os.environ.items()):
+            os.environ[name] = value                      # libc's environ now points at heap copies
+        with open("/proc/self/mem", "r+b", buffering=0) as mem:
+            mem.seek(start)
+            mem.write(b"\0" * (end - start))
+        return Path("/proc/self/environ").read_bytes().strip(b"\0") == b""
+    except (OSError, ValueError, IndexError):
+        return False
+
 @dataclass
 class ChildRun:
     messages: list = field(default_factory=list)
