@@ -73,7 +73,7 @@ def _current_attempt(candidate_id: int) -> int | None:
 
         value = redis.Redis.from_url(BROKER_URL, socket_timeout=2).get(attempt_key(candidate_id))
         return None if value is None else int(value)
-    except Exception:  # noqa: BLE001 - an optimisation only
+    except Exception:  # an optimisation only
         log.warning("attempt fence of candidate %s not read", candidate_id, exc_info=True)
         return None
 

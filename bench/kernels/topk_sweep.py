@@ -40,7 +40,7 @@ def run(round_no, load, checks, sweep, sweeps, plan, profile):
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     DB.CMD = f"python bench/kernels/topk_round{round_no}.py " + " ".join(sys.argv[1:])
-    late = lambda: time.time() - t0 > a.budget  # noqa: E731
+    late = lambda: time.time() - t0 > a.budget
     out_path = os.path.join(a.out, f"kernels-dev-round{round_no}-{a.run}.json")
 
     def save():
