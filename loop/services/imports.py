@@ -53,8 +53,12 @@ _CANDIDATE_ARG = re.compile(r"--candidate\s+(\S+)")
 
 
 def _source_from_command(file: Path) -> str:
-    """The candidate's source, read from the repository path named in the report's `.cmd` file
-    (`python -m gpu_worker evaluate --candidate <path> ...`), when that file is still there."""
+    """The candidate's source: a `.py` beside the report (kept where the file it was measured from has
+    changed since, e.g. a best.py replaced by a later best), else the repository path named in the report's
+    `.cmd` file (`python -m gpu_worker evaluate --candidate <path> ...`), when that file is still there."""
+    beside = file.with_suffix(".py")
+    if beside.is_file():
+        return beside.read_text(encoding="utf-8")
     command = file.with_suffix(".cmd")
     if not command.is_file():
         return ""

@@ -79,6 +79,9 @@ def test_import_reports_loads_the_committed_folder_as_labelled_finished_runs(imp
     assert (topk["dsa_topk__best.json"].status, topk["dsa_topk__seed.json"].status) == ("kept", "reverted")
     best_source = (ROOT / "gpu_worker/candidates/dsa_topk/best.py").read_text()
     assert topk["dsa_topk__best.json"].source == best_source  # read from the path in the .cmd file
+    # a report measured from an earlier best.py reads the source kept beside it, not today's best.py
+    kept_source = (ROOT / "bench/results/h200/reports/dsa_topk__best_v12v6.py").read_text()
+    assert topk["dsa_topk__best_v12v6.json"].source == kept_source != best_source
 
 
 def test_a_real_crossover_candidate_is_promoted_for_its_range_and_dispatch_serves_it(
