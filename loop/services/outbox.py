@@ -9,6 +9,7 @@ import logging
 
 import redis
 from celery import current_app
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -48,7 +49,7 @@ def outbox_relay(*, ids: list[int] | None = None, older_than_s: float = 0.0) -> 
 def _fence_attempt(spec: dict) -> None:
     """Before an evaluation is published, tell GPU workers which attempt is current (queues.attempt_key):
     a re-delivered message of an earlier attempt is then skipped, not evaluated."""
-    url = current_app.conf.broker_url or ""
+    url = getattr(settings, "CELERY_BROKER_URL", "") or ""
     if not url.startswith(("redis://", "rediss://", "unix://")):
         return
     try:
