@@ -5,6 +5,7 @@ The loop side and the GPU side share nothing but these names and JSON messages.
 
 import os
 from enum import StrEnum
+from functools import lru_cache
 
 # One Redis can serve several ark deployments (or test runs) when each names its own loop queue.
 LOOP_QUEUE = os.environ.get("ARK_LOOP_QUEUE", "loop")
@@ -23,6 +24,17 @@ ATTEMPT_TTL_S = 7 * 86400
 
 def attempt_key(candidate_id: int) -> str:
     return f"ark:{LOOP_QUEUE}:attempt:{int(candidate_id)}"
+
+
+@lru_cache(maxsize=4)
+def attempt_fence(broker_url: str):
+    """The Redis client that holds the fence on this broker (one per URL, it connects on first use), or
+    None when the broker is not Redis."""
+    if not broker_url.startswith(("redis://", "rediss://", "unix://")):
+        return None
+    import redis
+
+    return redis.Redis.from_url(broker_url, socket_timeout=2)
 
 
 class Task(StrEnum):

@@ -10,7 +10,7 @@ from celery import signals
 
 from gpu_worker.celery_app import BROKER_URL, app, send_to_loop
 from gpu_worker.hardware import fingerprint
-from gpu_worker.queues import Task, attempt_key
+from gpu_worker.queues import Task, attempt_fence, attempt_key
 
 log = logging.getLogger(__name__)
 HEARTBEAT_INTERVAL_S = float(os.environ.get("ARK_HEARTBEAT_INTERVAL_S", "10"))
@@ -66,12 +66,11 @@ def evaluate(spec: dict) -> None:
 def _current_attempt(candidate_id: int) -> int | None:
     """The attempt the loop last published for this candidate (queues.attempt_key), or None when the broker
     is not Redis, has no such key, or cannot be read (then the evaluation runs: the loop fences reports)."""
-    if not BROKER_URL.startswith(("redis://", "rediss://", "unix://")):
+    fence = attempt_fence(BROKER_URL)
+    if fence is None:
         return None
     try:
-        import redis
-
-        value = redis.Redis.from_url(BROKER_URL, socket_timeout=2).get(attempt_key(candidate_id))
+        value = fence.get(attempt_key(candidate_id))
         return None if value is None else int(value)
     except Exception:  # an optimisation only
         log.warning("attempt fence of candidate %s not read", candidate_id, exc_info=True)

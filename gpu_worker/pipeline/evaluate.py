@@ -19,6 +19,7 @@ from .guard import check_candidate
 from .sandbox import EarlyChild, run_child
 
 SCHEMA = "ark.report/1"
+SCRATCH_PREFIX = "ark-eval-"  # then the evaluating process's pid: sweep_stale_scratch
 VERIFY_TIMEOUT_S = {"cpu": 240.0, "smoke": 180.0, "full": 420.0}
 BENCH_TIMEOUT_S = {"smoke": 180.0, "full": 420.0}
 E2E_TIMEOUT_S = 420.0
@@ -151,9 +152,6 @@ def _evaluate(spec: dict, report: dict, stages: _Stages) -> None:
         if bench is not None:
             bench.cancel()  # on every way out, and before its scratch dir goes; a no-op once it has ended
         shutil.rmtree(scratch_root, ignore_errors=True)
-
-
-SCRATCH_PREFIX = "ark-eval-"
 
 
 def sweep_stale_scratch() -> list[Path]:

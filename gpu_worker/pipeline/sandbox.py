@@ -36,7 +36,6 @@ PASSTHROUGH_ENV = ("PATH", "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH", "CUDA_VI
                    "TRITON_LIBCUDA_PATH", "TRITON_PTXAS_PATH", "NVIDIA_VISIBLE_DEVICES", "LANG", "LC_ALL")
 
 
-
 def scrub_environ_block() -> bool:
     """Zero this process's original environment block, which is what /proc/<pid>/environ shows, after
     moving every variable to the heap (setenv copies): a candidate's child that runs as the worker's own uid
@@ -55,6 +54,7 @@ def scrub_environ_block() -> bool:
         return Path("/proc/self/environ").read_bytes().strip(b"\0") == b""
     except (OSError, ValueError, IndexError):
         return False
+
 
 @dataclass
 class ChildRun:

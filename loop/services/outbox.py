@@ -7,13 +7,12 @@ idempotent.
 
 import logging
 
-import redis
 from celery import current_app
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from gpu_worker.queues import ATTEMPT_TTL_S, Task, attempt_key
+from gpu_worker.queues import ATTEMPT_TTL_S, Task, attempt_fence, attempt_key
 from loop.models import OutboxMessage
 
 log = logging.getLogger(__name__)
@@ -49,11 +48,10 @@ def outbox_relay(*, ids: list[int] | None = None, older_than_s: float = 0.0) -> 
 def _fence_attempt(spec: dict) -> None:
     """Before an evaluation is published, tell GPU workers which attempt is current (queues.attempt_key):
     a re-delivered message of an earlier attempt is then skipped, not evaluated."""
-    url = getattr(settings, "CELERY_BROKER_URL", "") or ""
-    if not url.startswith(("redis://", "rediss://", "unix://")):
+    fence = attempt_fence(getattr(settings, "CELERY_BROKER_URL", "") or "")
+    if fence is None:
         return
     try:
-        redis.Redis.from_url(url, socket_timeout=2).set(attempt_key(spec["candidate_id"]), int(spec["attempt"]),
-                                                        ex=ATTEMPT_TTL_S)
+        fence.set(attempt_key(spec["candidate_id"]), int(spec["attempt"]), ex=ATTEMPT_TTL_S)
     except Exception:  # broker down: the send below fails too and the reaper retries both
         log.warning("attempt fence of candidate %s not set", spec.get("candidate_id"), exc_info=True)
