@@ -35,7 +35,8 @@ TOPK8 = [("dsa_topk/best_v8.py", V8), ("dsa_topk/best_v8.py", dict(V8, ATOMIC=1)
          ("dsa_topk/best_v17.py", V8), ("dsa_topk/best_v17.py", dict(V8, SCAN_MAX_ROWS=0, PF=0)),
          ("dsa_topk/best_v17.py", dict(V8, ALPHA_X2=0, BETA=1, SCAN_MAX_ROWS=0)),
          ("dsa_topk/best_v17.py", dict(V8, SMALLR=4, SMALLTA=8, SPAN_BITS=8)),
-         ("dsa_topk/best_v17.py", dict(V8, BLOCK=1024, HREG=1))]
+         ("dsa_topk/best_v17.py", dict(V8, BLOCK=1024, HREG=1)),
+         ("dsa_topk/best_v19.py", V8), ("dsa_topk/best_v19.py", dict(V8, SMALLR=4, SMALLTA=8, SPAN_BITS=8))]
 
 
 def _relu_cases():
@@ -65,13 +66,20 @@ def test_round2_topk_exact_and_deterministic(rel, params):
 @pytest.mark.parametrize("rel,params", TOPK8, ids=["v8", "v8-atomic", "v8-smallt16", "v8-fallback-low",
                                                   "v8-fallback-overflow", "best", "v12", "v12-scan-span8",
                                                   "v17", "v17-atomic-noprefetch", "v17-fallback-low",
-                                                  "v17-small-tiles-span8", "v17-one-block-hreg"])
+                                                  "v17-small-tiles-span8", "v17-one-block-hreg", "v19",
+                                                  "v19-small-tiles-span8"])
 def test_v8_topk_exact(rel, params):
     m = _load(rel, params)
     _contract(m)
     g = torch.Generator().manual_seed(5)
     x = torch.randn(3, 6000, generator=g).round(decimals=2)      # ties at the k-th value (path A tie-break)
-    cases = _topk_cases() + _relu_cases() + [(x, torch.tensor([6000, 5000, 700], dtype=torch.int32), 300)]
+    # short rows (k < L <= SMALL = 512: read whole by KA from best_v19 on): random, tie buckets, ReLU zeros, equal
+    s = torch.randn(4, 500, generator=g)
+    s[1] = torch.randint(0, 5, (500,), generator=g).float()
+    s[2] = torch.relu(s[2] - 1.0)
+    s[3] = 1.5
+    cases = _topk_cases() + _relu_cases() + [(x, torch.tensor([6000, 5000, 700], dtype=torch.int32), 300),
+                                             (s, torch.tensor([500, 300, 450, 200], dtype=torch.int32), 100)]
     for x, lengths, k in cases:
         xc = x.clone()
         out = m.forward(x, lengths, k)
