@@ -39,14 +39,14 @@ import triton.language as tl
 PARAMS = {"BLOCK": 1024, "TARGET_CTAS": 1024, "MAX_C": 64, "num_warps": 4, "SMALL": 4096, "SEL_WARPS": 16,
           "NS": 128, "G": 16, "ALPHA_X2": 3, "BETA": 12, "ATOMIC": 1, "SMALLT": 512, "MIN_C": 16,
           "SMALLR": 512, "SPAN_BITS": 9, "SMALLTA": 1024, "HREG": 0, "KD_WARPS": 4, "PF": 1, "SCAN_MAX_ROWS": 8, "KA_WARPS": 8, "PDL": 1,
-          "WARP": 1}
+          "WARP": 1, "KD_EARLY": 1}
 SPACE = {"BLOCK": [512, 1024, 2048, 4096, 8192], "TARGET_CTAS": [264, 512, 1024, 2048], "MAX_C": [16, 32, 64],
          "num_warps": [2, 4, 8], "SMALL": [4096, 8192], "SEL_WARPS": [4, 8, 16], "NS": [128, 256],
          "G": [8, 16, 32], "ALPHA_X2": [2, 3, 4], "BETA": [4, 12, 24], "ATOMIC": [0, 1],
          "SMALLT": [256, 512, 1024], "MIN_C": [1, 8, 16],
-         "SMALLR": [256, 512, 1024], "SPAN_BITS": [8, 9, 10], "SMALLTA": [512, 1024, 2048], "HREG": [0, 1], "KD_WARPS": [2, 4, 8], "PF": [0, 1],
+         "SMALLR": [256, 512, 1024], "SPAN_BITS": [8, 9, 10], "SMALLTA": [512, 1024, 2048], "HREG": [0, 1], "KD_WARPS": [2, 4, 8], "PF": [0, 1, 2],
          "SCAN_MAX_ROWS": [0, 4, 8, 16], "KA_WARPS": [4, 8], "PDL": [0, 1],
-         "WARP": [0, 1]}
+         "WARP": [0, 1], "KD_EARLY": [0, 1]}
 
 
 @triton.jit
@@ -331,14 +331,28 @@ def _kb_filter(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, hist_
     mid = lo + tl.maximum(hi - lo, 0) // BLOCK * BLOCK
     ar = tl.arange(0, BLOCK)
     if PF:
-        # the first block's load goes out before the wait for KA (the logits are the caller's input)
+        # the first PF blocks' loads go out before the wait for KA (the logits are the caller's input)
         nxt = tl.load(x_row + lo + ar, mask=ar < mid - lo, other=0.0)
+    if PF == 2:
+        nxt2 = tl.load(x_row + lo + BLOCK + ar, mask=ar + BLOCK < mid - lo, other=0.0)
     if PDL:
         tl.extra.cuda.gdc_wait()       # KA's threshold, zeroed counters and row histogram are visible after this
         tl.extra.cuda.gdc_launch_dependents()
     thr = tl.load(thr_ptr + row * 2).to(tl.uint32, bitcast=True)
     sh = tl.load(thr_ptr + row * 2 + 1).to(tl.uint32)
-    if PF:
+    if PF == 2:
+        # two blocks in flight while one is filtered: more bytes in flight per program
+        for start in range(lo, mid, BLOCK):
+            cur = nxt
+            nxt = nxt2
+            offs = start + ar
+            nxt2 = tl.load(x_row + offs + 2 * BLOCK, mask=offs + 2 * BLOCK < mid, other=0.0)
+            if WARP:
+                _kb_block_warp(_key(cur), offs, thr, cnt_at, ck_reg, ci_reg, RC, BLOCK)
+            else:
+                n_gt, hist = _kb_block(_key(cur), offs, offs < hi, thr, sh, n_gt, hist, cnt_at, ck_reg,
+                                       ci_reg, RC, BLOCK, ATOMIC, HREG)
+    elif PF:
         # the next block's load is issued before this block's slots are taken (an atomic's or a scan's
         # latency), so the two overlap; masks against mid keep 16-byte loads (mid - lo is whole blocks)
         for start in range(lo, mid, BLOCK):
@@ -447,20 +461,28 @@ def _rank_store(rs, cnt, k_rem, o_at, R: tl.constexpr, SMALLR: tl.constexpr):
 
 @triton.jit
 def _kd_place(len_ptr, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, hist_ptr, rh_ptr, rscr_ptr, info_ptr, out_ptr, stride_o, N, K, C,
-              RC, CB: tl.constexpr, RT: tl.constexpr, SMALLR: tl.constexpr, PDL: tl.constexpr):
+              RC, CB: tl.constexpr, RT: tl.constexpr, SMALLR: tl.constexpr, PDL: tl.constexpr,
+              EARLY: tl.constexpr):
     """grid (M, C): KC's two common cases spread over the row's C programs, each placing its own region.
     Every program of a row reads the same counts and tables and so reaches the same decision:
       mode 1, n_gt == k_eff: every candidate, at the offset of the regions before it.
       mode 2, path A with a chosen digit dsel < 255 of at most SMALLR members: its candidates of a larger
         digit go to the output, its members of dsel to the row's rank scratch, at offsets summed from the
         tables of the programs before it (no atomics: deterministic). KC ranks the members.
-      mode 0: anything else (and regions of more than RT candidates): KC does the whole row as before.
-    Program 0 of the row records the mode, k_rem and the member count for KC."""
+      mode 0: anything else (and regions of more than RT = RC candidates): KC does the whole row as before.
+    Program 0 of the row records the mode, k_rem and the member count for KC.
+    EARLY: the region's RT slots load right after the wait, unmasked, beside the counts (one round trip less);
+    the slots past the program's count hold stale values that the masks drop."""
     if PDL:
         tl.extra.cuda.gdc_wait()       # KB's regions, counts and tables
         tl.extra.cuda.gdc_launch_dependents()
     row = tl.program_id(0)
     c = tl.program_id(1)
+    o = tl.arange(0, RT)
+    reg = (row * C + c).to(tl.int64) * RC
+    if EARLY:
+        idx_e = tl.load(ci_ptr + reg + o)
+        key_e = tl.load(ck_ptr + reg + o).to(tl.uint32, bitcast=True)
     _, k_eff = _row_len(len_ptr, row, N, K)
     thr = tl.load(thr_ptr + row * 2).to(tl.uint32, bitcast=True)
     sh = tl.load(thr_ptr + row * 2 + 1).to(tl.uint32)
@@ -478,16 +500,20 @@ def _kd_place(len_ptr, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, hist_ptr, rh_ptr, rscr_
     if mode != 0:
         before = cs_ < c
         n_c = tl.sum(tl.where(cs_ == c, gts, 0), 0)
-        o = tl.arange(0, RT)
         live = o < n_c
-        reg = (row * C + c).to(tl.int64) * RC
         o_row = out_ptr + row.to(tl.int64) * stride_o
-        idx = tl.load(ci_ptr + reg + o, mask=live, other=0)
+        if EARLY:
+            idx = idx_e
+        else:
+            idx = tl.load(ci_ptr + reg + o, mask=live, other=0)
         if mode == 1:
             off = tl.sum(tl.where(before, gts, 0), 0)
             tl.store(o_row + off + tl.cumsum(live.to(tl.int32), 0) - 1, idx, mask=live)
         else:
-            key = tl.load(ck_ptr + reg + o, mask=live, other=0).to(tl.uint32, bitcast=True)
+            if EARLY:
+                key = key_e
+            else:
+                key = tl.load(ck_ptr + reg + o, mask=live, other=0).to(tl.uint32, bitcast=True)
             dg = tl.minimum((key - thr) >> sh, 255).to(tl.int32)
             gt = live & (dg > dsel)
             inb = live & (dg == dsel)
@@ -610,7 +636,7 @@ def _kc_row(x_ptr, stride_x, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, rh_ptr, scr_ptr, 
 
 def _topk(logits, lengths, k, out, BLOCK, TARGET_CTAS, MAX_C, num_warps, SMALL, SEL_WARPS, NS, G,
               ALPHA_X2, BETA, ATOMIC=0, SMALLT=512, MIN_C=16, SMALLR=512, SPAN_BITS=9, SMALLTA=1024, HREG=0,
-              KD_WARPS=4, PF=1, SCAN_MAX_ROWS=8, KA_WARPS=8, PDL=1, WARP=1):
+              KD_WARPS=4, PF=1, SCAN_MAX_ROWS=8, KA_WARPS=8, PDL=1, WARP=1, KD_EARLY=1):
     M, N = logits.shape
     dev = logits.device
     assert BLOCK <= 32768 and N < 2 ** 31 and NS * G <= SMALL and MAX_C in (1, 2, 4, 8, 16, 32, 64)
@@ -645,7 +671,7 @@ def _topk(logits, lengths, k, out, BLOCK, TARGET_CTAS, MAX_C, num_warps, SMALL, 
     _kb_filter[(M, C)](logits, sx, lengths, thr, cnt, cand[0], cand[1], hist, rhist, N, k, C, RC, BLOCK=BLOCK,
                        ATOMIC=ATOMIC, HB=256, HREG=HREG, PF=PF, PDL=pdl, WARP=warp, num_warps=num_warps, **lp)
     _kd_place[(M, C)](lengths, thr, cnt, cand[0], cand[1], hist, rhist, rscr, info, out, out.stride(0), N, k, C, RC,
-                      CB=C, RT=512, SMALLR=SMALLR, PDL=pdl, num_warps=KD_WARPS, **lp)
+                      CB=C, RT=RC, SMALLR=SMALLR, PDL=pdl, EARLY=KD_EARLY, num_warps=KD_WARPS, **lp)
     _kc_select[(M,)](logits, sx, lengths, thr, cnt, cand[0], cand[1], rhist, scr, rscr, info, out, out.stride(0),
                      N, k, C, RC, CB=CB, TILE=TILE, BLOCK=2048, KBLOCK=1024, SMALLT=SMALLT, SMALLR=SMALLR,
                      PDL=pdl, num_warps=SEL_WARPS, **lp)
