@@ -49,6 +49,9 @@ SPACE = {"BLOCK": [512, 1024, 2048, 4096, 8192], "TARGET_CTAS": [264, 512, 1024,
          "WARP": [0, 1], "KD_EARLY": [0, 1]}
 
 
+DONE = tl.constexpr(64)     # KA's digit shift for a row it selected itself (a short row)
+
+
 @triton.jit
 def _key(x):
     b = x.to(tl.int32, bitcast=True)
@@ -147,8 +150,8 @@ def _approx_top(d, active, k_rem, scr_ptr, SMALLTA: tl.constexpr):
 
 
 @triton.jit
-def _ka_sample(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, rh_ptr, scr_ptr, N, K, SMALL, C, NS: tl.constexpr,
-               G: tl.constexpr, ALPHA_X2: tl.constexpr, BETA: tl.constexpr, CB: tl.constexpr,
+def _ka_sample(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, rh_ptr, scr_ptr, out_ptr, stride_o, N, K, SMALL, C,
+               NS: tl.constexpr, G: tl.constexpr, ALPHA_X2: tl.constexpr, BETA: tl.constexpr, CB: tl.constexpr,
                SMALLTA: tl.constexpr, SPAN_BITS: tl.constexpr, PDL: tl.constexpr, FULL: tl.constexpr):
     row = tl.program_id(0)
     if PDL:
@@ -161,6 +164,7 @@ def _ka_sample(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, rh_ptr, scr_ptr, N, K
     s_ = tl.arange(0, S)
     thr = tl.zeros([], dtype=tl.uint32)
     span = tl.zeros([], dtype=tl.uint32)
+    done = tl.zeros([], dtype=tl.int32)
     if L > SMALL:
         gap = tl.multiple_of(L // NS // G * G, G)       # groups start at multiples of G: wide loads
         key = _key(tl.load(x_ptr + row.to(tl.int64) * stride_x + (s_ // G) * gap + s_ % G))
@@ -169,20 +173,30 @@ def _ka_sample(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, rh_ptr, scr_ptr, N, K
         lo_key = tl.min(key, 0)
         thr = _approx_top(key - lo_key, key >= lo_key, r, scr_ptr + row * SMALLTA, SMALLTA) + lo_key
         span = tl.max(key, 0) - thr
-    elif L > K:
-        # a short row (at most FULL = SMALL values), read whole: thr just below a key t with at least k values
-        # at or above it (two histogram levels over the row, so few more than k), every one a candidate
+    elif L > 0:
+        # a short row (at most FULL = SMALL values): selected here, read whole (the exact radix select of
+        # _radix_top, ties by index through one scan in index order); KB, KD and KC skip it (sh = DONE)
         f_ = tl.arange(0, FULL)
         m = f_ < L
-        key = _key(tl.load(x_ptr + row.to(tl.int64) * stride_x + f_, mask=m, other=0.0))
-        lo_key = tl.min(tl.where(m, key, tl.full([], 0xFFFFFFFF, tl.uint32)), 0)
-        t = _approx_top(key - lo_key, m, k_eff, scr_ptr + row * SMALLTA, SMALLTA) + lo_key
-        thr = tl.maximum(t, 1) - 1
-        span = tl.max(tl.where(m, key, 0), 0) - thr
+        o_row = out_ptr + row.to(tl.int64) * stride_o
+        if L > K:
+            key = _key(tl.load(x_ptr + row.to(tl.int64) * stride_x + f_, mask=m, other=0.0))
+            lo_key = tl.min(tl.where(m, key, tl.full([], 0xFFFFFFFF, tl.uint32)), 0)
+            t, need = _radix_top(key - lo_key, m, k_eff, scr_ptr + row * SMALLTA, SMALLTA)
+            t = t + lo_key
+            gt = m & (key > t)
+            eq = m & (key == t)
+            v = tl.cumsum(gt.to(tl.int32) + (eq.to(tl.int32) << 16), 0)   # FULL < 65536: two counts in one scan
+            tl.store(o_row + (v & 65535) - 1, f_, mask=gt)
+            tl.store(o_row + (k_eff - need) + (v >> 16) - 1, f_, mask=eq & ((v >> 16) <= need))
+        else:
+            tl.store(o_row + f_, f_, mask=m)    # every value
+        done = tl.full([], 1, tl.int32)
     # the digit shift: (largest sample - thr) >> sh lands in [2^(SPAN_BITS-1), 2^SPAN_BITS); KB and KC
     # clamp digits to 255, so the top of that span shares the last digit (far above the k-th value)
     nb = (span.to(tl.float32).to(tl.int32, bitcast=True) >> 23) - 126
     sh = tl.where(span > 0, tl.minimum(tl.maximum(nb - SPAN_BITS, 0), 31), 24)
+    sh = tl.where(done != 0, DONE, sh)
     tl.store(thr_ptr + row * 2, thr.to(tl.int32, bitcast=True))
     tl.store(thr_ptr + row * 2 + 1, sh)
 
@@ -340,6 +354,8 @@ def _kb_filter(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, hist_
         tl.extra.cuda.gdc_launch_dependents()
     thr = tl.load(thr_ptr + row * 2).to(tl.uint32, bitcast=True)
     sh = tl.load(thr_ptr + row * 2 + 1).to(tl.uint32)
+    hi = tl.where(sh == DONE, lo, hi)       # a short row that KA selected: nothing to scan
+    mid = tl.where(sh == DONE, lo, mid)
     if PF == 2:
         # two blocks in flight while one is filtered: more bytes in flight per program
         for start in range(lo, mid, BLOCK):
@@ -493,11 +509,12 @@ def _kd_place(len_ptr, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, hist_ptr, rh_ptr, rscr_
     dsel, k_rem, cnt = _pick_n(tl.load(rh_ptr + row * 256 + tl.arange(0, 256)), k_eff, 256)
     ok = tl.max(gts, 0) <= tl.minimum(RC, RT)
     mode = tl.where(ok & (n_gt == k_eff), 1, tl.where(ok & (n_gt > k_eff) & (dsel < 255) & (cnt <= SMALLR), 2, 0))
+    mode = tl.where(sh == DONE, 3, mode)     # KA selected the row (KC only pads)
     if c == 0:
         tl.store(info_ptr + row * 4, mode)
         tl.store(info_ptr + row * 4 + 1, k_rem)
         tl.store(info_ptr + row * 4 + 2, cnt)
-    if mode != 0:
+    if (mode == 1) | (mode == 2):
         before = cs_ < c
         n_c = tl.sum(tl.where(cs_ == c, gts, 0), 0)
         live = o < n_c
@@ -666,7 +683,7 @@ def _topk(logits, lengths, k, out, BLOCK, TARGET_CTAS, MAX_C, num_warps, SMALL, 
     assert not (warp and HREG)
     if M <= SCAN_MAX_ROWS:
         ATOMIC = 0      # few rows (programs of one or two blocks): a block scan beats slots from atomics
-    _ka_sample[(M,)](logits, sx, lengths, thr, cnt, rhist, scra, N, k, SMALL, C, NS=NS, G=G, ALPHA_X2=ALPHA_X2, BETA=BETA,
+    _ka_sample[(M,)](logits, sx, lengths, thr, cnt, rhist, scra, out, out.stride(0), N, k, SMALL, C, NS=NS, G=G, ALPHA_X2=ALPHA_X2, BETA=BETA,
                      CB=CB, SMALLTA=SMALLTA, SPAN_BITS=SPAN_BITS, PDL=pdl, FULL=SMALL, num_warps=KA_WARPS)
     _kb_filter[(M, C)](logits, sx, lengths, thr, cnt, cand[0], cand[1], hist, rhist, N, k, C, RC, BLOCK=BLOCK,
                        ATOMIC=ATOMIC, HB=256, HREG=HREG, PF=PF, PDL=pdl, WARP=warp, num_warps=num_warps, **lp)
