@@ -30,7 +30,8 @@ SMALL = [(16, N, "ties"), (16, N, "randn"), (32, N, "relu-round")]
 def run(round_no, load, checks, sweep, sweeps, plan, profile):
     """load: dsa_topk variants (file stems); checks: {variant: [parameter overrides]}, each variant checked
     on FULL and each override on SMALL (variants not named are trusted: earlier rounds checked them);
-    sweep: the variant whose `sweeps` {M: [overrides]} run at (M, 128K) randn; plan: [(kind, M, n,
+    sweep: the variant whose `sweeps` {M: [overrides]} run at (M, 128K) randn ({(kind, M, n): [...]} at that
+    plan entry); plan: [(kind, M, n,
     variants)]; profile: variants split per kernel at 64 and 4 rows."""
     t0 = time.time()
     ap = argparse.ArgumentParser()
@@ -113,11 +114,13 @@ def run(round_no, load, checks, sweep, sweeps, plan, profile):
                 DB.record("dsa_topk", [M, n, K], "triton read floor [randn]", {"BLOCK": 1024, "C": 16}, st)
         for name in names:
             time_it(name, M, n, kind, sets)
-        if kind == "randn" and n == N and ok[sweep]:
-            for over in sweeps.get(M, []):
+        # sweeps keyed by M run at (M, 128K) randn; keyed by (kind, M, n), at that plan entry
+        overs = sweeps.get((kind, M, n), sweeps.get(M, []) if (kind == "randn" and n == N) else [])
+        if ok[sweep]:
+            for over in overs:
                 if late():
                     break
-                if checked(sweep, over, [(M, N, "ties"), (M, N, "randn")]):
+                if checked(sweep, over, [(M, n, "ties"), (M, n, "randn")]):
                     time_it(sweep, M, n, kind, sets, over, label=f"{sweep}(sweep)")
         del sets
         save()

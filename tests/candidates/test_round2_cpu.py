@@ -37,7 +37,7 @@ TOPK8 = [("dsa_topk/best_v8.py", V8), ("dsa_topk/best_v8.py", dict(V8, ATOMIC=1)
          ("dsa_topk/best_v17.py", dict(V8, SMALLR=4, SMALLTA=8, SPAN_BITS=8)),
          ("dsa_topk/best_v17.py", dict(V8, BLOCK=1024, HREG=1)),
          ("dsa_topk/best_v19.py", V8), ("dsa_topk/best_v19.py", dict(V8, SMALLR=4, SMALLTA=8, SPAN_BITS=8)),
-         ("dsa_topk/best_v19.py", dict(V8, PF=2, KD_EARLY=0, SCAN_MAX_ROWS=0))]
+         ("dsa_topk/best_v19.py", dict(V8, PF=2, KD_EARLY=0, SCAN_MAX_ROWS=0, SHORT=0))]
 
 
 def _relu_cases():

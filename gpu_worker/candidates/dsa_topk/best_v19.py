@@ -39,14 +39,14 @@ import triton.language as tl
 PARAMS = {"BLOCK": 1024, "TARGET_CTAS": 1024, "MAX_C": 64, "num_warps": 4, "SMALL": 4096, "SEL_WARPS": 16,
           "NS": 128, "G": 16, "ALPHA_X2": 3, "BETA": 12, "ATOMIC": 1, "SMALLT": 512, "MIN_C": 16,
           "SMALLR": 512, "SPAN_BITS": 9, "SMALLTA": 1024, "HREG": 0, "KD_WARPS": 4, "PF": 1, "SCAN_MAX_ROWS": 8, "KA_WARPS": 8, "PDL": 1,
-          "WARP": 1, "KD_EARLY": 1}
+          "WARP": 1, "KD_EARLY": 1, "FCMP": 1, "SHORT": 1}
 SPACE = {"BLOCK": [512, 1024, 2048, 4096, 8192], "TARGET_CTAS": [264, 512, 1024, 2048], "MAX_C": [16, 32, 64],
          "num_warps": [2, 4, 8], "SMALL": [4096, 8192], "SEL_WARPS": [4, 8, 16], "NS": [128, 256],
          "G": [8, 16, 32], "ALPHA_X2": [2, 3, 4], "BETA": [4, 12, 24], "ATOMIC": [0, 1],
          "SMALLT": [256, 512, 1024], "MIN_C": [1, 8, 16],
          "SMALLR": [256, 512, 1024], "SPAN_BITS": [8, 9, 10], "SMALLTA": [512, 1024, 2048], "HREG": [0, 1], "KD_WARPS": [2, 4, 8], "PF": [0, 1, 2],
          "SCAN_MAX_ROWS": [0, 4, 8, 16], "KA_WARPS": [4, 8], "PDL": [0, 1],
-         "WARP": [0, 1], "KD_EARLY": [0, 1]}
+         "WARP": [0, 1], "KD_EARLY": [0, 1], "FCMP": [0, 1], "SHORT": [0, 1]}
 
 
 DONE = tl.constexpr(64)     # KA's digit shift for a row it selected itself (a short row)
@@ -152,7 +152,8 @@ def _approx_top(d, active, k_rem, scr_ptr, SMALLTA: tl.constexpr):
 @triton.jit
 def _ka_sample(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, rh_ptr, scr_ptr, out_ptr, stride_o, N, K, SMALL, C,
                NS: tl.constexpr, G: tl.constexpr, ALPHA_X2: tl.constexpr, BETA: tl.constexpr, CB: tl.constexpr,
-               SMALLTA: tl.constexpr, SPAN_BITS: tl.constexpr, PDL: tl.constexpr, FULL: tl.constexpr):
+               SMALLTA: tl.constexpr, SPAN_BITS: tl.constexpr, PDL: tl.constexpr, FULL: tl.constexpr,
+               SHORT: tl.constexpr):
     row = tl.program_id(0)
     if PDL:
         tl.extra.cuda.gdc_launch_dependents()     # KB may start now: it waits for this grid before reading its output
@@ -173,7 +174,17 @@ def _ka_sample(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, rh_ptr, scr_ptr, out_
         lo_key = tl.min(key, 0)
         thr = _approx_top(key - lo_key, key >= lo_key, r, scr_ptr + row * SMALLTA, SMALLTA) + lo_key
         span = tl.max(key, 0) - thr
-    elif L > 0:
+    elif (SHORT == 0) & (L > K):
+        # a short row (at most FULL = SMALL values), read whole: thr just below a key t with at least k values
+        # at or above it (two histogram levels over the row, so few more than k), every one a candidate
+        f_ = tl.arange(0, FULL)
+        m = f_ < L
+        key = _key(tl.load(x_ptr + row.to(tl.int64) * stride_x + f_, mask=m, other=0.0))
+        lo_key = tl.min(tl.where(m, key, tl.full([], 0xFFFFFFFF, tl.uint32)), 0)
+        t = _approx_top(key - lo_key, m, k_eff, scr_ptr + row * SMALLTA, SMALLTA) + lo_key
+        thr = tl.maximum(t, 1) - 1
+        span = tl.max(tl.where(m, key, 0), 0) - thr
+    elif (SHORT == 1) & (L > 0):
         # a short row (at most FULL = SMALL values): selected here, read whole (the exact radix select of
         # _radix_top, ties by index through one scan in index order); KB, KD and KC skip it (sh = DONE)
         f_ = tl.arange(0, FULL)
@@ -310,13 +321,45 @@ DONE:
 """)
 
 
+def _float_variant(ptx):
+    """_WARP_SLOTS_PTX for raw float bits ($4..$7) against a float threshold ($12..$15, the bits of the smallest
+    float whose key is above thr, from _thr_float): a float compare per value instead of a key; only the
+    threads with a candidate compute the keys they store (as _key does)."""
+    ptx = ptx.replace(".reg .b64 w, a;", ".reg .b64 w, a;\n.reg .b32 z0, z1, z2, z3;\n.reg .pred e;")
+    for i in range(4):
+        ptx = ptx.replace(f"setp.gt.u32 q{i}, ${4 + i}, ${12 + i};", f"setp.ge.f32 q{i}, ${4 + i}, ${12 + i};")
+    keys = "".join(f"setp.eq.f32 e, ${4 + i}, 0f00000000;\nselp.b32 z{i}, 0, ${4 + i}, e;\n"
+                   f"shr.s32 c, z{i}, 31;\nor.b32 c, c, -2147483648;\nxor.b32 z{i}, z{i}, c;\n" for i in range(4))
+    ptx = ptx.replace("@!any bra DONE;\n", "@!any bra DONE;\n" + keys)
+    for i in range(4):
+        ptx = ptx.replace(f"st.global.u32 [a], ${4 + i};", f"st.global.u32 [a], z{i};")
+    return ptx
+
+
+_WARP_SLOTS_F_PTX = tl.constexpr(_float_variant(_WARP_SLOTS_PTX.value))
+
+
 @triton.jit
-def _kb_block_warp(key, offs, thr, cnt_at, ck_reg, ci_reg, RC, BLOCK: tl.constexpr):
+def _thr_float(thr):
+    """The bits of the smallest float x with _key(x) > thr, for x >= it in float order (not NaN x): keys of
+    negative floats are their bits inverted, of non-negative ones their bits with the top bit set; -0 and +0
+    share a key. Below every key: -inf; above every key of a number: a NaN (nothing passes)."""
+    top = tl.full([], 0x80000000, tl.uint32)
+    kp = thr + 1
+    neg = (~kp).to(tl.int32, bitcast=True)
+    pos = (kp ^ top).to(tl.int32, bitcast=True)
+    b = tl.where(kp >= top, pos, tl.where(kp <= tl.full([], 0x007FFFFF, tl.uint32), -8388608, neg))   # -inf's bits
+    return tl.where(thr == tl.full([], 0xFFFFFFFF, tl.uint32), 0x7FC00000, b)
+
+
+@triton.jit
+def _kb_block_warp(key, offs, thr, cnt_at, ck_reg, ci_reg, RC, BLOCK: tl.constexpr, FCMP: tl.constexpr):
     """One block of KB's scan with the warp-ballot slots (_WARP_SLOTS_PTX): candidates (key > thr) to the
-    program's region. Masked-off values must come with key 0 (never a candidate)."""
+    program's region. Masked-off values must come with key 0 (never a candidate). With FCMP: key holds the
+    raw float bits, thr _thr_float's bits, masked-off values NaN bits."""
     z = tl.zeros([BLOCK], dtype=tl.int32)
     tl.inline_asm_elementwise(
-        _WARP_SLOTS_PTX,
+        _WARP_SLOTS_F_PTX if FCMP else _WARP_SLOTS_PTX,
         "=r,=r,=r,=r,r,r,r,r,r,r,r,r,r,r,r,r,l,l,l,l,l,l,l,l,l,l,l,l,r,r,r,r",
         [key, offs, z.to(tl.uint32) + thr, (cnt_at + z).to(tl.int64), (ck_reg + z).to(tl.int64),
          (ci_reg + z).to(tl.int64), z + RC],
@@ -324,9 +367,17 @@ def _kb_block_warp(key, offs, thr, cnt_at, ck_reg, ci_reg, RC, BLOCK: tl.constex
 
 
 @triton.jit
+def _wkey(x, FCMP: tl.constexpr):
+    if FCMP:
+        return x.to(tl.uint32, bitcast=True)
+    else:
+        return _key(x)
+
+
+@triton.jit
 def _kb_filter(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, hist_ptr, rh_ptr, N, K, C,
                RC, BLOCK: tl.constexpr, ATOMIC: tl.constexpr, HB: tl.constexpr, HREG: tl.constexpr, PF: tl.constexpr,
-               PDL: tl.constexpr, WARP: tl.constexpr):
+               PDL: tl.constexpr, WARP: tl.constexpr, FCMP: tl.constexpr):
     row = tl.program_id(0)
     c = tl.program_id(1)
     x_row = x_ptr + row.to(tl.int64) * stride_x
@@ -356,6 +407,10 @@ def _kb_filter(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, hist_
     sh = tl.load(thr_ptr + row * 2 + 1).to(tl.uint32)
     hi = tl.where(sh == DONE, lo, hi)       # a short row that KA selected: nothing to scan
     mid = tl.where(sh == DONE, lo, mid)
+    if FCMP:
+        tfb = _thr_float(thr).to(tl.uint32, bitcast=True)
+    else:
+        tfb = thr
     if PF == 2:
         # two blocks in flight while one is filtered: more bytes in flight per program
         for start in range(lo, mid, BLOCK):
@@ -364,7 +419,7 @@ def _kb_filter(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, hist_
             offs = start + ar
             nxt2 = tl.load(x_row + offs + 2 * BLOCK, mask=offs + 2 * BLOCK < mid, other=0.0)
             if WARP:
-                _kb_block_warp(_key(cur), offs, thr, cnt_at, ck_reg, ci_reg, RC, BLOCK)
+                _kb_block_warp(_wkey(cur, FCMP), offs, tfb, cnt_at, ck_reg, ci_reg, RC, BLOCK, FCMP)
             else:
                 n_gt, hist = _kb_block(_key(cur), offs, offs < hi, thr, sh, n_gt, hist, cnt_at, ck_reg,
                                        ci_reg, RC, BLOCK, ATOMIC, HREG)
@@ -376,7 +431,7 @@ def _kb_filter(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, hist_
             offs = start + ar
             nxt = tl.load(x_row + offs + BLOCK, mask=offs + BLOCK < mid, other=0.0)
             if WARP:
-                _kb_block_warp(_key(cur), offs, thr, cnt_at, ck_reg, ci_reg, RC, BLOCK)
+                _kb_block_warp(_wkey(cur, FCMP), offs, tfb, cnt_at, ck_reg, ci_reg, RC, BLOCK, FCMP)
             else:
                 n_gt, hist = _kb_block(_key(cur), offs, offs < hi, thr, sh, n_gt, hist, cnt_at, ck_reg,
                                        ci_reg, RC, BLOCK, ATOMIC, HREG)
@@ -385,7 +440,7 @@ def _kb_filter(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, hist_
             offs = start + tl.arange(0, BLOCK)
             key = _key(tl.load(x_row + offs))
             if WARP:
-                _kb_block_warp(key, offs, thr, cnt_at, ck_reg, ci_reg, RC, BLOCK)
+                _kb_block_warp(_wkey(tl.load(x_row + offs), FCMP), offs, tfb, cnt_at, ck_reg, ci_reg, RC, BLOCK, FCMP)
             else:
                 n_gt, hist = _kb_block(key, offs, offs < hi, thr, sh, n_gt, hist, cnt_at, ck_reg,
                                        ci_reg, RC, BLOCK, ATOMIC, HREG)
@@ -394,7 +449,11 @@ def _kb_filter(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, hist_
         m = offs < hi
         key = _key(tl.load(x_row + offs, mask=m, other=0.0))
         if WARP:
-            _kb_block_warp(tl.where(m, key, 0), offs, thr, cnt_at, ck_reg, ci_reg, RC, BLOCK)
+            if FCMP:
+                kk = tl.load(x_row + offs, mask=m, other=float("nan")).to(tl.uint32, bitcast=True)   # NaN: never
+            else:
+                kk = tl.where(m, key, 0)
+            _kb_block_warp(kk, offs, tfb, cnt_at, ck_reg, ci_reg, RC, BLOCK, FCMP)
         else:
             n_gt, hist = _kb_block(key, offs, m, thr, sh, n_gt, hist, cnt_at, ck_reg, ci_reg,
                                    RC, BLOCK, ATOMIC, HREG)
@@ -653,7 +712,7 @@ def _kc_row(x_ptr, stride_x, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, rh_ptr, scr_ptr, 
 
 def _topk(logits, lengths, k, out, BLOCK, TARGET_CTAS, MAX_C, num_warps, SMALL, SEL_WARPS, NS, G,
               ALPHA_X2, BETA, ATOMIC=0, SMALLT=512, MIN_C=16, SMALLR=512, SPAN_BITS=9, SMALLTA=1024, HREG=0,
-              KD_WARPS=4, PF=1, SCAN_MAX_ROWS=8, KA_WARPS=8, PDL=1, WARP=1, KD_EARLY=1):
+              KD_WARPS=4, PF=1, SCAN_MAX_ROWS=8, KA_WARPS=8, PDL=1, WARP=1, KD_EARLY=1, FCMP=0, SHORT=1):
     M, N = logits.shape
     dev = logits.device
     assert BLOCK <= 32768 and N < 2 ** 31 and NS * G <= SMALL and MAX_C in (1, 2, 4, 8, 16, 32, 64)
@@ -684,9 +743,11 @@ def _topk(logits, lengths, k, out, BLOCK, TARGET_CTAS, MAX_C, num_warps, SMALL, 
     if M <= SCAN_MAX_ROWS:
         ATOMIC = 0      # few rows (programs of one or two blocks): a block scan beats slots from atomics
     _ka_sample[(M,)](logits, sx, lengths, thr, cnt, rhist, scra, out, out.stride(0), N, k, SMALL, C, NS=NS, G=G, ALPHA_X2=ALPHA_X2, BETA=BETA,
-                     CB=CB, SMALLTA=SMALLTA, SPAN_BITS=SPAN_BITS, PDL=pdl, FULL=SMALL, num_warps=KA_WARPS)
+                     CB=CB, SMALLTA=SMALLTA, SPAN_BITS=SPAN_BITS, PDL=pdl, FULL=SMALL, SHORT=SHORT,
+                     num_warps=KA_WARPS)
     _kb_filter[(M, C)](logits, sx, lengths, thr, cnt, cand[0], cand[1], hist, rhist, N, k, C, RC, BLOCK=BLOCK,
-                       ATOMIC=ATOMIC, HB=256, HREG=HREG, PF=PF, PDL=pdl, WARP=warp, num_warps=num_warps, **lp)
+                       ATOMIC=ATOMIC, HB=256, HREG=HREG, PF=PF, PDL=pdl, WARP=warp, FCMP=FCMP and warp,
+                       num_warps=num_warps, **lp)
     _kd_place[(M, C)](lengths, thr, cnt, cand[0], cand[1], hist, rhist, rscr, info, out, out.stride(0), N, k, C, RC,
                       CB=C, RT=RC, SMALLR=SMALLR, PDL=pdl, EARLY=KD_EARLY, num_warps=KD_WARPS, **lp)
     _kc_select[(M,)](logits, sx, lengths, thr, cnt, cand[0], cand[1], rhist, scr, rscr, info, out, out.stride(0),
