@@ -30,3 +30,13 @@ if __name__ == "__main__":
     run(16, load=("best_v6", "best_v19"),
         checks={"best_v19": [{"FCMP": 0}, {"PF": 2, "NS": 64}, {"SMALLR": 8}, {"ALPHA_X2": 0, "BETA": 1}]},
         sweep="best_v19", sweeps=sweeps, plan=plan, profile=("best_v19",))
+    # per-kernel split of a short row (printed to the log only)
+    import dev_bench as DB
+    from topk_round2 import gen
+    from topk_round4 import profile_split
+    m = DB.load("dsa_topk/best_v19.py")
+    for kind, M in (("randn", 1), ("ties", 8)):
+        x, L = gen("randn", M, 4096, 7) if kind == "randn" else DB.topk_inputs(M, 4096, 7)
+        for short in (1, 0):
+            m.PARAMS["SHORT"] = short
+            profile_split(f"best_v19 SHORT={short}", m.forward, (x, L, 2048), f"{kind} {M}x4096")
