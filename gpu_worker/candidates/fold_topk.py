@@ -1,11 +1,11 @@
 """Fold the dsa_topk kernels into the two best.py files: a candidate is one file, so they hold copies.
 
-python gpu_worker/candidates/fold_topk.py            # rewrite both files from dsa_topk/best_v17.py
+python gpu_worker/candidates/fold_topk.py            # rewrite both files from dsa_topk/best_v19.py
 python gpu_worker/candidates/fold_topk.py --check    # exit 1 if either has drifted (tests run this)
 
-Edit dsa_topk/best_v17.py, then run this. dsa_topk/best.py is best_v17.py under its own first docstring line.
-dsa_indexer_topk/best.py keeps its own parts (docstring, logits kernel, forward) and takes best_v17's kernels
-(its first @triton.jit up to forward) between the FOLD markers, and best_v17's PARAMS (with INDEXER_OVERRIDES),
+Edit dsa_topk/best_v19.py, then run this. dsa_topk/best.py is best_v19.py under its own first docstring line.
+dsa_indexer_topk/best.py keeps its own parts (docstring, logits kernel, forward) and takes best_v19's kernels
+(its first @triton.jit up to forward) between the FOLD markers, and best_v19's PARAMS (with INDEXER_OVERRIDES),
 prefixed TK_, as the last line of its PARAMS.
 """
 import ast
@@ -13,15 +13,15 @@ import pathlib
 import sys
 
 HERE = pathlib.Path(__file__).resolve().parent
-SRC = HERE / "dsa_topk" / "best_v17.py"
+SRC = HERE / "dsa_topk" / "best_v19.py"
 TOPK = HERE / "dsa_topk" / "best.py"
 INDEXER = HERE / "dsa_indexer_topk" / "best.py"
-BEGIN = "# FOLD BEGIN: the top-k of dsa_topk/best_v17.py, written by gpu_worker/candidates/fold_topk.py\n"
+BEGIN = "# FOLD BEGIN: the top-k of dsa_topk/best_v19.py, written by gpu_worker/candidates/fold_topk.py\n"
 END = "# FOLD END\n"
-# the indexer's own values for some top-k parameters: one filter variant (slots from atomics at every M) is one
-# Triton compile less in each evaluation, for ~2.7 us at M <= 8 where its logits take ~65 us
-INDEXER_OVERRIDES = {"SCAN_MAX_ROWS": 0}
-TOPK_HEAD = '"""dsa_topk best: best_v17.py, copied by gpu_worker/candidates/fold_topk.py (edit best_v17.py, then run it).\n'
+# the indexer's own values for some top-k parameters (none since best_v19: on a GPU its warp slots make one
+# filter variant for every M, which is what the indexer's override of SCAN_MAX_ROWS was for)
+INDEXER_OVERRIDES = {}
+TOPK_HEAD = '"""dsa_topk best: best_v19.py, copied by gpu_worker/candidates/fold_topk.py (edit best_v19.py, then run it).\n'
 
 
 def _params(text):
@@ -55,7 +55,7 @@ def main(argv):
     stale = [p for p, text in folded().items() if not p.exists() or p.read_text() != text]
     if "--check" in argv:
         for p in stale:
-            print(f"{_rel(p)} differs from what fold_topk.py writes: edit best_v17.py and run it")
+            print(f"{_rel(p)} differs from what fold_topk.py writes: edit best_v19.py and run it")
         return 1 if stale else 0
     for p, text in folded().items():
         p.write_text(text)

@@ -1,5 +1,6 @@
-"""dsa_topk best_v17: sample a threshold, filter once, place the candidates above the k-th value's digit from
-every program, rank that digit's few members; four launches chained by programmatic dependent launch.
+"""dsa_topk best_v19: sample a threshold, filter once with a slot per warp, place the candidates above the k-th
+value's digit from every program, rank that digit's few members; four launches chained by programmatic
+dependent launch.
 
 forward(logits f32[M, N], lengths int32[M], k) -> int32[M, k]
 
@@ -7,49 +8,49 @@ Values map to order-preserving uint32 keys (as in seed.py). Four launches:
   KA  grid (M,): S = NS x G samples (NS groups of G contiguous values, each group 16-byte aligned); thr is a key
       with at least r samples at or above it, r = 1.5 k S / L + 12 (about 5 standard deviations more than
       expected above the true k-th value): the lower edge of the bin that two 8-bit histogram levels pick.
-      A row of at most S values (and more than k) is read whole and thr is set just below its smallest key.
+      A row of at most SMALL values (and more than k) is read whole: thr is just below the lower edge of the
+      bin that the same two levels pick for the k-th value of the row itself (so few more than k candidates).
       Also the digit shift sh: (largest sample - thr) >> sh spans 2^(SPAN_BITS-1) to 2^SPAN_BITS digits.
       KA zeroes the per-program counters and the row's digit histogram.
   KB  grid (M, C): each row split evenly over its C programs; each scans its part once (whole blocks with
-      unmasked 16-byte loads, the next block's load issued before this block's slots are taken) and writes
-      keys > thr (key, index) to its own region of RC slots (a slot per candidate from its own atomic counter,
-      or a block scan when M <= SCAN_MAX_ROWS), then re-reads its candidates for a 256-bin histogram of the
-      digit min((key - thr) >> sh, 255): added to the row's histogram by integer atomics, and stored as its
-      own suffix counts #(digit >= b).
+      unmasked 16-byte loads, PF blocks in flight while one is filtered) and writes keys > thr (key, index)
+      to its own region of RC slots. On a GPU (WARP = 1) the slots come per warp: each value's test is balloted
+      in inline PTX, lane 0 takes the warp's slots with one atomic and each thread stores its own candidates
+      (_WARP_SLOTS_PTX; about 10 instructions per value where Triton's per-value atomics took ~47). Elsewhere
+      a slot per candidate from the program's atomic counter, or a block scan when M <= SCAN_MAX_ROWS. Then it
+      re-reads its candidates for a 256-bin histogram of the digit min((key - thr) >> sh, 255): added to the
+      row's histogram by integer atomics, and stored as its own suffix counts #(digit >= b).
   KD  grid (M, C): from the row histogram every program of a row takes the same decision; in the two common
-      cases it places its own region at offsets read from two columns of the suffix counts of the programs
-      before it (no atomics, fixed order): mode 1 all candidates (n_gt == k_eff); mode 2 (n_gt > k_eff, the
-      k-th candidate's digit d < 255 with at most SMALLR members) the candidates of a larger digit to the output
-      and d's members to the rank scratch. Other rows: mode 0.
+      cases it places its own region (loaded right after its wait) at offsets read from two columns of the
+      suffix counts of the programs before it (no atomics, fixed order): mode 1 all candidates (n_gt ==
+      k_eff); mode 2 (n_gt > k_eff, the k-th candidate's digit d < 255 with at most SMALLR members) the
+      candidates of a larger digit to the output and d's members to the rank scratch. Other rows: mode 0.
   KC  grid (M,): mode 2 ranks d's members pairwise on (key desc, index asc); mode 0 runs best_v10's select for
       the row: A) n_gt > k_eff: digit select, or best_v8's exact radix select for big tie buckets; B) n_gt <
       k_eff: every candidate, then the first values == thr in index order, or seed.py's exact one-program select
       over the row when too few are equal (a misleading sample) or a region overflowed. Then the -1 padding.
 With PDL = 1 (a GPU only), KB, KD and KC are launched with programmatic dependent launch: each kernel's
 programs start while the one before finishes and wait (griddepcontrol.wait) before they read its output;
-KB's first logits load goes out before that wait.
+KB's first logits loads go out before that wait.
 Exact as a set, deterministic as a set, no cap on tie buckets. History: best_v8 (the sampled threshold),
-best_v10 (KC's select from KB's histograms), best_v12 (KD; commit 6eafd9f), round 6 of
-gpu_worker/candidates/NOTES.md (this file: 16-byte loads, the row histogram, prefetch, PDL).
+best_v10 (KC's select from KB's histograms), best_v12 (KD; commit 6eafd9f), best_v17 (16-byte loads, the row
+histogram, prefetch, PDL; round 6 of gpu_worker/candidates/NOTES.md), this file: round 7 (the warp slots).
 """
 import torch
 import triton
 import triton.language as tl
 
 PARAMS = {"BLOCK": 1024, "TARGET_CTAS": 1024, "MAX_C": 64, "num_warps": 4, "SMALL": 4096, "SEL_WARPS": 16,
-          "NS": 128, "G": 16, "ALPHA_X2": 3, "BETA": 12, "ATOMIC": 1, "SMALLT": 512, "MIN_C": 16,
-          "SMALLR": 512, "SPAN_BITS": 9, "SMALLTA": 1024, "HREG": 0, "KD_WARPS": 4, "PF": 1, "SCAN_MAX_ROWS": 8, "KA_WARPS": 8, "PDL": 1,
-          "WARP": 1, "KD_EARLY": 1, "FCMP": 1, "SHORT": 1}
+          "NS": 64, "G": 16, "ALPHA_X2": 3, "BETA": 12, "ATOMIC": 1, "SMALLT": 512, "MIN_C": 16,
+          "SMALLR": 512, "SPAN_BITS": 9, "SMALLTA": 1024, "HREG": 0, "KD_WARPS": 4, "PF": 2, "SCAN_MAX_ROWS": 8, "KA_WARPS": 8, "PDL": 1,
+          "WARP": 1, "KD_EARLY": 1}
 SPACE = {"BLOCK": [512, 1024, 2048, 4096, 8192], "TARGET_CTAS": [264, 512, 1024, 2048], "MAX_C": [16, 32, 64],
-         "num_warps": [2, 4, 8], "SMALL": [4096, 8192], "SEL_WARPS": [4, 8, 16], "NS": [128, 256],
+         "num_warps": [2, 4, 8], "SMALL": [4096, 8192], "SEL_WARPS": [4, 8, 16], "NS": [64, 128, 256],
          "G": [8, 16, 32], "ALPHA_X2": [2, 3, 4], "BETA": [4, 12, 24], "ATOMIC": [0, 1],
          "SMALLT": [256, 512, 1024], "MIN_C": [1, 8, 16],
          "SMALLR": [256, 512, 1024], "SPAN_BITS": [8, 9, 10], "SMALLTA": [512, 1024, 2048], "HREG": [0, 1], "KD_WARPS": [2, 4, 8], "PF": [0, 1, 2],
          "SCAN_MAX_ROWS": [0, 4, 8, 16], "KA_WARPS": [4, 8], "PDL": [0, 1],
-         "WARP": [0, 1], "KD_EARLY": [0, 1], "FCMP": [0, 1], "SHORT": [0, 1]}
-
-
-DONE = tl.constexpr(64)     # KA's digit shift for a row it selected itself (a short row)
+         "WARP": [0, 1], "KD_EARLY": [0, 1]}
 
 
 @triton.jit
@@ -150,10 +151,9 @@ def _approx_top(d, active, k_rem, scr_ptr, SMALLTA: tl.constexpr):
 
 
 @triton.jit
-def _ka_sample(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, rh_ptr, scr_ptr, out_ptr, stride_o, N, K, SMALL, C,
-               NS: tl.constexpr, G: tl.constexpr, ALPHA_X2: tl.constexpr, BETA: tl.constexpr, CB: tl.constexpr,
-               SMALLTA: tl.constexpr, SPAN_BITS: tl.constexpr, PDL: tl.constexpr, FULL: tl.constexpr,
-               SHORT: tl.constexpr):
+def _ka_sample(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, rh_ptr, scr_ptr, N, K, SMALL, C, NS: tl.constexpr,
+               G: tl.constexpr, ALPHA_X2: tl.constexpr, BETA: tl.constexpr, CB: tl.constexpr,
+               SMALLTA: tl.constexpr, SPAN_BITS: tl.constexpr, PDL: tl.constexpr, FULL: tl.constexpr):
     row = tl.program_id(0)
     if PDL:
         tl.extra.cuda.gdc_launch_dependents()     # KB may start now: it waits for this grid before reading its output
@@ -165,7 +165,6 @@ def _ka_sample(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, rh_ptr, scr_ptr, out_
     s_ = tl.arange(0, S)
     thr = tl.zeros([], dtype=tl.uint32)
     span = tl.zeros([], dtype=tl.uint32)
-    done = tl.zeros([], dtype=tl.int32)
     if L > SMALL:
         gap = tl.multiple_of(L // NS // G * G, G)       # groups start at multiples of G: wide loads
         key = _key(tl.load(x_ptr + row.to(tl.int64) * stride_x + (s_ // G) * gap + s_ % G))
@@ -174,7 +173,7 @@ def _ka_sample(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, rh_ptr, scr_ptr, out_
         lo_key = tl.min(key, 0)
         thr = _approx_top(key - lo_key, key >= lo_key, r, scr_ptr + row * SMALLTA, SMALLTA) + lo_key
         span = tl.max(key, 0) - thr
-    elif (SHORT == 0) & (L > K):
+    elif L > K:
         # a short row (at most FULL = SMALL values), read whole: thr just below a key t with at least k values
         # at or above it (two histogram levels over the row, so few more than k), every one a candidate
         f_ = tl.arange(0, FULL)
@@ -184,30 +183,10 @@ def _ka_sample(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, rh_ptr, scr_ptr, out_
         t = _approx_top(key - lo_key, m, k_eff, scr_ptr + row * SMALLTA, SMALLTA) + lo_key
         thr = tl.maximum(t, 1) - 1
         span = tl.max(tl.where(m, key, 0), 0) - thr
-    elif (SHORT == 1) & (L > 0):
-        # a short row (at most FULL = SMALL values): selected here, read whole (the exact radix select of
-        # _radix_top, ties by index through one scan in index order); KB, KD and KC skip it (sh = DONE)
-        f_ = tl.arange(0, FULL)
-        m = f_ < L
-        o_row = out_ptr + row.to(tl.int64) * stride_o
-        if L > K:
-            key = _key(tl.load(x_ptr + row.to(tl.int64) * stride_x + f_, mask=m, other=0.0))
-            lo_key = tl.min(tl.where(m, key, tl.full([], 0xFFFFFFFF, tl.uint32)), 0)
-            t, need = _radix_top(key - lo_key, m, k_eff, scr_ptr + row * SMALLTA, SMALLTA)
-            t = t + lo_key
-            gt = m & (key > t)
-            eq = m & (key == t)
-            v = tl.cumsum(gt.to(tl.int32) + (eq.to(tl.int32) << 16), 0)   # FULL < 65536: two counts in one scan
-            tl.store(o_row + (v & 65535) - 1, f_, mask=gt)
-            tl.store(o_row + (k_eff - need) + (v >> 16) - 1, f_, mask=eq & ((v >> 16) <= need))
-        else:
-            tl.store(o_row + f_, f_, mask=m)    # every value
-        done = tl.full([], 1, tl.int32)
     # the digit shift: (largest sample - thr) >> sh lands in [2^(SPAN_BITS-1), 2^SPAN_BITS); KB and KC
     # clamp digits to 255, so the top of that span shares the last digit (far above the k-th value)
     nb = (span.to(tl.float32).to(tl.int32, bitcast=True) >> 23) - 126
     sh = tl.where(span > 0, tl.minimum(tl.maximum(nb - SPAN_BITS, 0), 31), 24)
-    sh = tl.where(done != 0, DONE, sh)
     tl.store(thr_ptr + row * 2, thr.to(tl.int32, bitcast=True))
     tl.store(thr_ptr + row * 2 + 1, sh)
 
@@ -321,45 +300,13 @@ DONE:
 """)
 
 
-def _float_variant(ptx):
-    """_WARP_SLOTS_PTX for raw float bits ($4..$7) against a float threshold ($12..$15, the bits of the smallest
-    float whose key is above thr, from _thr_float): a float compare per value instead of a key; only the
-    threads with a candidate compute the keys they store (as _key does)."""
-    ptx = ptx.replace(".reg .b64 w, a;", ".reg .b64 w, a;\n.reg .b32 z0, z1, z2, z3;\n.reg .pred e;")
-    for i in range(4):
-        ptx = ptx.replace(f"setp.gt.u32 q{i}, ${4 + i}, ${12 + i};", f"setp.ge.f32 q{i}, ${4 + i}, ${12 + i};")
-    keys = "".join(f"setp.eq.f32 e, ${4 + i}, 0f00000000;\nselp.b32 z{i}, 0, ${4 + i}, e;\n"
-                   f"shr.s32 c, z{i}, 31;\nor.b32 c, c, -2147483648;\nxor.b32 z{i}, z{i}, c;\n" for i in range(4))
-    ptx = ptx.replace("@!any bra DONE;\n", "@!any bra DONE;\n" + keys)
-    for i in range(4):
-        ptx = ptx.replace(f"st.global.u32 [a], ${4 + i};", f"st.global.u32 [a], z{i};")
-    return ptx
-
-
-_WARP_SLOTS_F_PTX = tl.constexpr(_float_variant(_WARP_SLOTS_PTX.value))
-
-
 @triton.jit
-def _thr_float(thr):
-    """The bits of the smallest float x with _key(x) > thr, for x >= it in float order (not NaN x): keys of
-    negative floats are their bits inverted, of non-negative ones their bits with the top bit set; -0 and +0
-    share a key. Below every key: -inf; above every key of a number: a NaN (nothing passes)."""
-    top = tl.full([], 0x80000000, tl.uint32)
-    kp = thr + 1
-    neg = (~kp).to(tl.int32, bitcast=True)
-    pos = (kp ^ top).to(tl.int32, bitcast=True)
-    b = tl.where(kp >= top, pos, tl.where(kp <= tl.full([], 0x007FFFFF, tl.uint32), -8388608, neg))   # -inf's bits
-    return tl.where(thr == tl.full([], 0xFFFFFFFF, tl.uint32), 0x7FC00000, b)
-
-
-@triton.jit
-def _kb_block_warp(key, offs, thr, cnt_at, ck_reg, ci_reg, RC, BLOCK: tl.constexpr, FCMP: tl.constexpr):
+def _kb_block_warp(key, offs, thr, cnt_at, ck_reg, ci_reg, RC, BLOCK: tl.constexpr):
     """One block of KB's scan with the warp-ballot slots (_WARP_SLOTS_PTX): candidates (key > thr) to the
-    program's region. Masked-off values must come with key 0 (never a candidate). With FCMP: key holds the
-    raw float bits, thr _thr_float's bits, masked-off values NaN bits."""
+    program's region. Masked-off values must come with key 0 (never a candidate)."""
     z = tl.zeros([BLOCK], dtype=tl.int32)
     tl.inline_asm_elementwise(
-        _WARP_SLOTS_F_PTX if FCMP else _WARP_SLOTS_PTX,
+        _WARP_SLOTS_PTX,
         "=r,=r,=r,=r,r,r,r,r,r,r,r,r,r,r,r,r,l,l,l,l,l,l,l,l,l,l,l,l,r,r,r,r",
         [key, offs, z.to(tl.uint32) + thr, (cnt_at + z).to(tl.int64), (ck_reg + z).to(tl.int64),
          (ci_reg + z).to(tl.int64), z + RC],
@@ -367,17 +314,9 @@ def _kb_block_warp(key, offs, thr, cnt_at, ck_reg, ci_reg, RC, BLOCK: tl.constex
 
 
 @triton.jit
-def _wkey(x, FCMP: tl.constexpr):
-    if FCMP:
-        return x.to(tl.uint32, bitcast=True)
-    else:
-        return _key(x)
-
-
-@triton.jit
 def _kb_filter(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, hist_ptr, rh_ptr, N, K, C,
                RC, BLOCK: tl.constexpr, ATOMIC: tl.constexpr, HB: tl.constexpr, HREG: tl.constexpr, PF: tl.constexpr,
-               PDL: tl.constexpr, WARP: tl.constexpr, FCMP: tl.constexpr):
+               PDL: tl.constexpr, WARP: tl.constexpr):
     row = tl.program_id(0)
     c = tl.program_id(1)
     x_row = x_ptr + row.to(tl.int64) * stride_x
@@ -405,12 +344,6 @@ def _kb_filter(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, hist_
         tl.extra.cuda.gdc_launch_dependents()
     thr = tl.load(thr_ptr + row * 2).to(tl.uint32, bitcast=True)
     sh = tl.load(thr_ptr + row * 2 + 1).to(tl.uint32)
-    hi = tl.where(sh == DONE, lo, hi)       # a short row that KA selected: nothing to scan
-    mid = tl.where(sh == DONE, lo, mid)
-    if FCMP:
-        tfb = _thr_float(thr).to(tl.uint32, bitcast=True)
-    else:
-        tfb = thr
     if PF == 2:
         # two blocks in flight while one is filtered: more bytes in flight per program
         for start in range(lo, mid, BLOCK):
@@ -419,7 +352,7 @@ def _kb_filter(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, hist_
             offs = start + ar
             nxt2 = tl.load(x_row + offs + 2 * BLOCK, mask=offs + 2 * BLOCK < mid, other=0.0)
             if WARP:
-                _kb_block_warp(_wkey(cur, FCMP), offs, tfb, cnt_at, ck_reg, ci_reg, RC, BLOCK, FCMP)
+                _kb_block_warp(_key(cur), offs, thr, cnt_at, ck_reg, ci_reg, RC, BLOCK)
             else:
                 n_gt, hist = _kb_block(_key(cur), offs, offs < hi, thr, sh, n_gt, hist, cnt_at, ck_reg,
                                        ci_reg, RC, BLOCK, ATOMIC, HREG)
@@ -431,7 +364,7 @@ def _kb_filter(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, hist_
             offs = start + ar
             nxt = tl.load(x_row + offs + BLOCK, mask=offs + BLOCK < mid, other=0.0)
             if WARP:
-                _kb_block_warp(_wkey(cur, FCMP), offs, tfb, cnt_at, ck_reg, ci_reg, RC, BLOCK, FCMP)
+                _kb_block_warp(_key(cur), offs, thr, cnt_at, ck_reg, ci_reg, RC, BLOCK)
             else:
                 n_gt, hist = _kb_block(_key(cur), offs, offs < hi, thr, sh, n_gt, hist, cnt_at, ck_reg,
                                        ci_reg, RC, BLOCK, ATOMIC, HREG)
@@ -440,7 +373,7 @@ def _kb_filter(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, hist_
             offs = start + tl.arange(0, BLOCK)
             key = _key(tl.load(x_row + offs))
             if WARP:
-                _kb_block_warp(_wkey(tl.load(x_row + offs), FCMP), offs, tfb, cnt_at, ck_reg, ci_reg, RC, BLOCK, FCMP)
+                _kb_block_warp(key, offs, thr, cnt_at, ck_reg, ci_reg, RC, BLOCK)
             else:
                 n_gt, hist = _kb_block(key, offs, offs < hi, thr, sh, n_gt, hist, cnt_at, ck_reg,
                                        ci_reg, RC, BLOCK, ATOMIC, HREG)
@@ -449,11 +382,7 @@ def _kb_filter(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, hist_
         m = offs < hi
         key = _key(tl.load(x_row + offs, mask=m, other=0.0))
         if WARP:
-            if FCMP:
-                kk = tl.load(x_row + offs, mask=m, other=float("nan")).to(tl.uint32, bitcast=True)   # NaN: never
-            else:
-                kk = tl.where(m, key, 0)
-            _kb_block_warp(kk, offs, tfb, cnt_at, ck_reg, ci_reg, RC, BLOCK, FCMP)
+            _kb_block_warp(tl.where(m, key, 0), offs, thr, cnt_at, ck_reg, ci_reg, RC, BLOCK)
         else:
             n_gt, hist = _kb_block(key, offs, m, thr, sh, n_gt, hist, cnt_at, ck_reg, ci_reg,
                                    RC, BLOCK, ATOMIC, HREG)
@@ -542,8 +471,8 @@ def _kd_place(len_ptr, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, hist_ptr, rh_ptr, rscr_
     Every program of a row reads the same counts and tables and so reaches the same decision:
       mode 1, n_gt == k_eff: every candidate, at the offset of the regions before it.
       mode 2, path A with a chosen digit dsel < 255 of at most SMALLR members: its candidates of a larger
-        digit go to the output, its members of dsel to the row's rank scratch, at offsets summed from the
-        tables of the programs before it (no atomics: deterministic). KC ranks the members.
+        digit go to the output, its members of dsel to the row's rank scratch, at offsets read from two columns
+        of the suffix counts of the programs before it (no atomics: deterministic). KC ranks the members.
       mode 0: anything else (and regions of more than RT = RC candidates): KC does the whole row as before.
     Program 0 of the row records the mode, k_rem and the member count for KC.
     EARLY: the region's RT slots load right after the wait, unmasked, beside the counts (one round trip less);
@@ -568,12 +497,11 @@ def _kd_place(len_ptr, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, hist_ptr, rh_ptr, rscr_
     dsel, k_rem, cnt = _pick_n(tl.load(rh_ptr + row * 256 + tl.arange(0, 256)), k_eff, 256)
     ok = tl.max(gts, 0) <= tl.minimum(RC, RT)
     mode = tl.where(ok & (n_gt == k_eff), 1, tl.where(ok & (n_gt > k_eff) & (dsel < 255) & (cnt <= SMALLR), 2, 0))
-    mode = tl.where(sh == DONE, 3, mode)     # KA selected the row (KC only pads)
     if c == 0:
         tl.store(info_ptr + row * 4, mode)
         tl.store(info_ptr + row * 4 + 1, k_rem)
         tl.store(info_ptr + row * 4 + 2, cnt)
-    if (mode == 1) | (mode == 2):
+    if mode != 0:
         before = cs_ < c
         n_c = tl.sum(tl.where(cs_ == c, gts, 0), 0)
         live = o < n_c
@@ -712,7 +640,7 @@ def _kc_row(x_ptr, stride_x, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, rh_ptr, scr_ptr, 
 
 def _topk(logits, lengths, k, out, BLOCK, TARGET_CTAS, MAX_C, num_warps, SMALL, SEL_WARPS, NS, G,
               ALPHA_X2, BETA, ATOMIC=0, SMALLT=512, MIN_C=16, SMALLR=512, SPAN_BITS=9, SMALLTA=1024, HREG=0,
-              KD_WARPS=4, PF=1, SCAN_MAX_ROWS=8, KA_WARPS=8, PDL=1, WARP=1, KD_EARLY=1, FCMP=0, SHORT=1):
+              KD_WARPS=4, PF=1, SCAN_MAX_ROWS=8, KA_WARPS=8, PDL=1, WARP=1, KD_EARLY=1):
     M, N = logits.shape
     dev = logits.device
     assert BLOCK <= 32768 and N < 2 ** 31 and NS * G <= SMALL and MAX_C in (1, 2, 4, 8, 16, 32, 64)
@@ -740,14 +668,14 @@ def _topk(logits, lengths, k, out, BLOCK, TARGET_CTAS, MAX_C, num_warps, SMALL, 
     # warp-ballot slots in PTX (a GPU only; the interpreter runs the Triton form)
     warp = bool(WARP) and logits.is_cuda
     assert not (warp and HREG)
-    if M <= SCAN_MAX_ROWS:
+    if warp:
+        ATOMIC = 1      # not used by the warp slots: one KB compile for every M
+    elif M <= SCAN_MAX_ROWS:
         ATOMIC = 0      # few rows (programs of one or two blocks): a block scan beats slots from atomics
-    _ka_sample[(M,)](logits, sx, lengths, thr, cnt, rhist, scra, out, out.stride(0), N, k, SMALL, C, NS=NS, G=G, ALPHA_X2=ALPHA_X2, BETA=BETA,
-                     CB=CB, SMALLTA=SMALLTA, SPAN_BITS=SPAN_BITS, PDL=pdl, FULL=SMALL, SHORT=SHORT,
-                     num_warps=KA_WARPS)
+    _ka_sample[(M,)](logits, sx, lengths, thr, cnt, rhist, scra, N, k, SMALL, C, NS=NS, G=G, ALPHA_X2=ALPHA_X2, BETA=BETA,
+                     CB=CB, SMALLTA=SMALLTA, SPAN_BITS=SPAN_BITS, PDL=pdl, FULL=SMALL, num_warps=KA_WARPS)
     _kb_filter[(M, C)](logits, sx, lengths, thr, cnt, cand[0], cand[1], hist, rhist, N, k, C, RC, BLOCK=BLOCK,
-                       ATOMIC=ATOMIC, HB=256, HREG=HREG, PF=PF, PDL=pdl, WARP=warp, FCMP=FCMP and warp,
-                       num_warps=num_warps, **lp)
+                       ATOMIC=ATOMIC, HB=256, HREG=HREG, PF=PF, PDL=pdl, WARP=warp, num_warps=num_warps, **lp)
     _kd_place[(M, C)](lengths, thr, cnt, cand[0], cand[1], hist, rhist, rscr, info, out, out.stride(0), N, k, C, RC,
                       CB=C, RT=RC, SMALLR=SMALLR, PDL=pdl, EARLY=KD_EARLY, num_warps=KD_WARPS, **lp)
     _kc_select[(M,)](logits, sx, lengths, thr, cnt, cand[0], cand[1], rhist, scr, rscr, info, out, out.stride(0),
