@@ -1,12 +1,13 @@
 """Fold the dsa_topk kernels into the two best.py files: a candidate is one file, so they hold copies.
 
-python gpu_worker/candidates/fold_topk.py            # rewrite both files from dsa_topk/best_v19.py
+python gpu_worker/candidates/fold_topk.py            # rewrite both files from their sources
 python gpu_worker/candidates/fold_topk.py --check    # exit 1 if either has drifted (tests run this)
 
-Edit dsa_topk/best_v19.py, then run this. dsa_topk/best.py is best_v19.py under its own first docstring line.
-dsa_indexer_topk/best.py keeps its own parts (docstring, logits kernel, forward) and takes best_v19's kernels
-(its first @triton.jit up to forward) between the FOLD markers, and best_v19's PARAMS (with INDEXER_OVERRIDES),
-prefixed TK_, as the last line of its PARAMS.
+Edit the source, then run this. dsa_topk/best.py is SRC (best_v19.py) under its own first docstring line.
+dsa_indexer_topk/best.py keeps its own parts (docstring, logits kernel, forward) and takes INDEXER_SRC's kernels
+(its first @triton.jit up to forward) between the FOLD markers, and INDEXER_SRC's PARAMS (with
+INDEXER_OVERRIDES), prefixed TK_, as the last line of its PARAMS. INDEXER_SRC stays best_v17.py until
+best_v19's top-k has been evaluated inside the indexer on the H200 (the device time of 2026-12-03 ran out).
 """
 import ast
 import pathlib
@@ -14,13 +15,15 @@ import sys
 
 HERE = pathlib.Path(__file__).resolve().parent
 SRC = HERE / "dsa_topk" / "best_v19.py"
+INDEXER_SRC = HERE / "dsa_topk" / "best_v17.py"
 TOPK = HERE / "dsa_topk" / "best.py"
 INDEXER = HERE / "dsa_indexer_topk" / "best.py"
-BEGIN = "# FOLD BEGIN: the top-k of dsa_topk/best_v19.py, written by gpu_worker/candidates/fold_topk.py\n"
+BEGIN = f"# FOLD BEGIN: the top-k of dsa_topk/{INDEXER_SRC.name}, written by gpu_worker/candidates/fold_topk.py\n"
 END = "# FOLD END\n"
-# the indexer's own values for some top-k parameters (none since best_v19: on a GPU its warp slots make one
-# filter variant for every M, which is what the indexer's override of SCAN_MAX_ROWS was for)
-INDEXER_OVERRIDES = {}
+# the indexer's own values for some top-k parameters: one filter variant (slots from atomics at every M) is one
+# Triton compile less in each evaluation, for ~2.7 us at M <= 8 where its logits take ~65 us (best_v17; with
+# best_v19 on a GPU the warp slots make one filter variant for every M and this can go)
+INDEXER_OVERRIDES = {"SCAN_MAX_ROWS": 0}
 TOPK_HEAD = '"""dsa_topk best: best_v19.py, copied by gpu_worker/candidates/fold_topk.py (edit best_v19.py, then run it).\n'
 
 
@@ -34,11 +37,12 @@ def _params(text):
 def folded():
     src = SRC.read_text()
     topk = TOPK_HEAD + src.split("\n", 1)[1]
-    kernels = src[src.index("@triton.jit"):src.index("def forward(")].rstrip() + "\n"
+    isrc = INDEXER_SRC.read_text()
+    kernels = isrc[isrc.index("@triton.jit"):isrc.index("def forward(")].rstrip() + "\n"
     idx = INDEXER.read_text()
     head, rest = idx.split(BEGIN)
     _, tail = rest.split(END)
-    params = dict(_params(src), **INDEXER_OVERRIDES)
+    params = dict(_params(isrc), **INDEXER_OVERRIDES)
     tk = "          " + ", ".join(f'"TK_{n}": {v!r}' for n, v in params.items()) + "}\n"
     lines = head.splitlines(keepends=True)
     at = [i for i, line in enumerate(lines) if line.startswith('          "TK_')]
@@ -55,7 +59,7 @@ def main(argv):
     stale = [p for p, text in folded().items() if not p.exists() or p.read_text() != text]
     if "--check" in argv:
         for p in stale:
-            print(f"{_rel(p)} differs from what fold_topk.py writes: edit best_v19.py and run it")
+            print(f"{_rel(p)} differs from what fold_topk.py writes: edit its source and run it")
         return 1 if stale else 0
     for p, text in folded().items():
         p.write_text(text)

@@ -645,6 +645,10 @@ def _topk(logits, lengths, k, out, BLOCK, TARGET_CTAS, MAX_C, num_warps, SMALL, 
     dev = logits.device
     assert BLOCK <= 32768 and N < 2 ** 31 and NS * G <= SMALL and MAX_C in (1, 2, 4, 8, 16, 32, 64)
     assert SMALL & (SMALL - 1) == 0
+    # the sample grows with the row: r's slack of BETA samples stands for about BETA L / S values above the k-th,
+    # and S >= 4 BETA L / (3 k) keeps them at most half of the 1.5 k expected candidates, so that the regions of
+    # RC slots do not overflow (NS = 64 at 256K overflowed 128-slot regions: ~1.1 ms, KC's one-program fallback)
+    NS = min(max(NS, triton.next_power_of_2(triton.cdiv(4 * BETA * N, 3 * max(k, 1) * G))), SMALL // G, 256)
     nblk = triton.cdiv(max(N, 1), BLOCK)
     want = max(MIN_C, triton.next_power_of_2(triton.cdiv(TARGET_CTAS, M)))
     C = min(want, MAX_C, 1 << (nblk.bit_length() - 1))       # a power of two <= MAX_C (64) and <= nblk
@@ -677,7 +681,8 @@ def _topk(logits, lengths, k, out, BLOCK, TARGET_CTAS, MAX_C, num_warps, SMALL, 
     _kb_filter[(M, C)](logits, sx, lengths, thr, cnt, cand[0], cand[1], hist, rhist, N, k, C, RC, BLOCK=BLOCK,
                        ATOMIC=ATOMIC, HB=256, HREG=HREG, PF=PF, PDL=pdl, WARP=warp, num_warps=num_warps, **lp)
     _kd_place[(M, C)](lengths, thr, cnt, cand[0], cand[1], hist, rhist, rscr, info, out, out.stride(0), N, k, C, RC,
-                      CB=C, RT=RC, SMALLR=SMALLR, PDL=pdl, EARLY=KD_EARLY, num_warps=KD_WARPS, **lp)
+                      CB=C, RT=512 if RC <= 512 else 2048, SMALLR=SMALLR, PDL=pdl, EARLY=KD_EARLY,
+                      num_warps=KD_WARPS, **lp)
     _kc_select[(M,)](logits, sx, lengths, thr, cnt, cand[0], cand[1], rhist, scr, rscr, info, out, out.stride(0),
                      N, k, C, RC, CB=CB, TILE=TILE, BLOCK=2048, KBLOCK=1024, SMALLT=SMALLT, SMALLR=SMALLR,
                      PDL=pdl, num_warps=SEL_WARPS, **lp)

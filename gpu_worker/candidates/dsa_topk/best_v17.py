@@ -1,70 +1,50 @@
-"""dsa_indexer_topk best: the logits kernel of best_v6.py (f32 logits [M, N] written once, each program only up to
-the longest row it holds), then the top-k of dsa_topk/best_v17.py (copied between the FOLD markers by
-gpu_worker/candidates/fold_topk.py: a candidate is one file), with its parameters prefixed TK_.
-History: round 4 (best_v10's top-k: 297 us at 64 x 128K on the H200), round 5 (best_v12's: 284.6 us), round 6
-(best_v17's, for every M: best_v6's top-k is no longer used). This file's own figures: bench/results/h200/latest.md.
+"""dsa_topk best_v17: sample a threshold, filter once, place the candidates above the k-th value's digit from
+every program, rank that digit's few members; four launches chained by programmatic dependent launch.
+
+forward(logits f32[M, N], lengths int32[M], k) -> int32[M, k]
+
+Values map to order-preserving uint32 keys (as in seed.py). Four launches:
+  KA  grid (M,): S = NS x G samples (NS groups of G contiguous values, each group 16-byte aligned); thr is a key
+      with at least r samples at or above it, r = 1.5 k S / L + 12 (about 5 standard deviations more than
+      expected above the true k-th value): the lower edge of the bin that two 8-bit histogram levels pick.
+      A row of at most S values (and more than k) is read whole and thr is set just below its smallest key.
+      Also the digit shift sh: (largest sample - thr) >> sh spans 2^(SPAN_BITS-1) to 2^SPAN_BITS digits.
+      KA zeroes the per-program counters and the row's digit histogram.
+  KB  grid (M, C): each row split evenly over its C programs; each scans its part once (whole blocks with
+      unmasked 16-byte loads, the next block's load issued before this block's slots are taken) and writes
+      keys > thr (key, index) to its own region of RC slots (a slot per candidate from its own atomic counter,
+      or a block scan when M <= SCAN_MAX_ROWS), then re-reads its candidates for a 256-bin histogram of the
+      digit min((key - thr) >> sh, 255): added to the row's histogram by integer atomics, and stored as its
+      own suffix counts #(digit >= b).
+  KD  grid (M, C): from the row histogram every program of a row takes the same decision; in the two common
+      cases it places its own region at offsets read from two columns of the suffix counts of the programs
+      before it (no atomics, fixed order): mode 1 all candidates (n_gt == k_eff); mode 2 (n_gt > k_eff, the
+      k-th candidate's digit d < 255 with at most SMALLR members) the candidates of a larger digit to the output
+      and d's members to the rank scratch. Other rows: mode 0.
+  KC  grid (M,): mode 2 ranks d's members pairwise on (key desc, index asc); mode 0 runs best_v10's select for
+      the row: A) n_gt > k_eff: digit select, or best_v8's exact radix select for big tie buckets; B) n_gt <
+      k_eff: every candidate, then the first values == thr in index order, or seed.py's exact one-program select
+      over the row when too few are equal (a misleading sample) or a region overflowed. Then the -1 padding.
+With PDL = 1 (a GPU only), KB, KD and KC are launched with programmatic dependent launch: each kernel's
+programs start while the one before finishes and wait (griddepcontrol.wait) before they read its output;
+KB's first logits load goes out before that wait.
+Exact as a set, deterministic as a set, no cap on tie buckets. History: best_v8 (the sampled threshold),
+best_v10 (KC's select from KB's histograms), best_v12 (KD; commit 6eafd9f), round 6 of
+gpu_worker/candidates/NOTES.md (this file: 16-byte loads, the row histogram, prefetch, PDL).
 """
 import torch
 import triton
 import triton.language as tl
 
-PARAMS = {"ROWS": 4, "BLOCK_N": 64, "N_PER_PROG": 4096, "TRANS": 1, "num_warps": 8, "num_stages": 3,
-          "TK_BLOCK": 1024, "TK_TARGET_CTAS": 1024, "TK_MAX_C": 64, "TK_num_warps": 4, "TK_SMALL": 4096, "TK_SEL_WARPS": 16, "TK_NS": 128, "TK_G": 16, "TK_ALPHA_X2": 3, "TK_BETA": 12, "TK_ATOMIC": 1, "TK_SMALLT": 512, "TK_MIN_C": 16, "TK_SMALLR": 512, "TK_SPAN_BITS": 9, "TK_SMALLTA": 1024, "TK_HREG": 0, "TK_KD_WARPS": 4, "TK_PF": 1, "TK_SCAN_MAX_ROWS": 0, "TK_KA_WARPS": 8, "TK_PDL": 1}
-SPACE = {"ROWS": [1, 2, 4], "BLOCK_N": [64, 128, 256], "N_PER_PROG": [1024, 2048, 4096, 8192], "TRANS": [0, 1],
-         "num_warps": [4, 8], "num_stages": [2, 3, 4], "TK_NS": [128, 256], "TK_SEL_WARPS": [8, 16],
-         "TK_SPAN_BITS": [8, 9, 10], "TK_PDL": [0, 1]}
-
-H_IDX = 64
-D_IDX = 128
-
-
-@triton.jit
-def _logits_kernel(q_ptr, k_ptr, w_ptr, len_ptr, out_ptr, stride_om, M, s0, cw,
-                   H: tl.constexpr, D: tl.constexpr, ROWS: tl.constexpr, BLOCK_N: tl.constexpr,
-                   N_PER_PROG: tl.constexpr, TRANS: tl.constexpr, UPCAST: tl.constexpr):
-    """out[m, j] = I[m, s0 + j] for j < cw (only up to the longest row of this program)."""
-    pid_m = tl.program_id(0)
-    pid_n = tl.program_id(1)
-    RH: tl.constexpr = ROWS * H
-    qr = pid_m * RH + tl.arange(0, RH)
-    qm = qr < M * H
-    dd = tl.arange(0, D)
-    q = tl.load(q_ptr + qr.to(tl.int64)[:, None] * D + dd[None, :], mask=qm[:, None], other=0.0)
-    if UPCAST:  # CPU interpreter only: its bf16 tl.dot is wrong; bf16 products are exact in f32
-        q = q.to(tl.float32)
-    w = tl.load(w_ptr + qr, mask=qm, other=0.0)
-    mrows = pid_m * ROWS + tl.arange(0, ROWS)
-    mm = mrows < M
-    lmax = tl.max(tl.load(len_ptr + mrows, mask=mm, other=0), 0)
-    n_lo = pid_n * N_PER_PROG
-    n_hi = tl.minimum(tl.minimum(n_lo + N_PER_PROG, cw), lmax - s0)
-    if TRANS:
-        qt = tl.trans(q)
-    for n0 in range(n_lo, n_hi, BLOCK_N):
-        offs_n = n0 + tl.arange(0, BLOCK_N)
-        nm = offs_n < n_hi
-        kb = tl.load(k_ptr + (s0 + offs_n).to(tl.int64)[:, None] * D + dd[None, :], mask=nm[:, None], other=0.0)
-        if UPCAST:
-            kb = kb.to(tl.float32)
-        if TRANS:
-            s = tl.dot(kb, qt)                                   # [BLOCK_N, RH]
-            s = tl.maximum(s, 0.0) * w[None, :]
-            if ROWS == 1:
-                lg = tl.sum(s, 1)[None, :]
-            else:
-                lg = tl.trans(tl.sum(tl.reshape(s, [BLOCK_N, ROWS, H]), 2))
-        else:
-            s = tl.dot(q, tl.trans(kb))                          # [RH, BLOCK_N]
-            s = tl.maximum(s, 0.0) * w[:, None]
-            if ROWS == 1:
-                lg = tl.sum(s, 0)[None, :]
-            else:
-                lg = tl.sum(tl.reshape(s, [ROWS, H, BLOCK_N]), 1)
-        optr = out_ptr + mrows.to(tl.int64)[:, None] * stride_om + offs_n[None, :]
-        tl.store(optr, lg, mask=mm[:, None] & nm[None, :])
-
-
-# FOLD BEGIN: the top-k of dsa_topk/best_v17.py, written by gpu_worker/candidates/fold_topk.py
+PARAMS = {"BLOCK": 1024, "TARGET_CTAS": 1024, "MAX_C": 64, "num_warps": 4, "SMALL": 4096, "SEL_WARPS": 16,
+          "NS": 128, "G": 16, "ALPHA_X2": 3, "BETA": 12, "ATOMIC": 1, "SMALLT": 512, "MIN_C": 16,
+          "SMALLR": 512, "SPAN_BITS": 9, "SMALLTA": 1024, "HREG": 0, "KD_WARPS": 4, "PF": 1, "SCAN_MAX_ROWS": 8, "KA_WARPS": 8, "PDL": 1}
+SPACE = {"BLOCK": [512, 1024, 2048, 4096, 8192], "TARGET_CTAS": [264, 512, 1024, 2048], "MAX_C": [16, 32, 64],
+         "num_warps": [2, 4, 8], "SMALL": [4096, 8192], "SEL_WARPS": [4, 8, 16], "NS": [128, 256],
+         "G": [8, 16, 32], "ALPHA_X2": [2, 3, 4], "BETA": [4, 12, 24], "ATOMIC": [0, 1],
+         "SMALLT": [256, 512, 1024], "MIN_C": [1, 8, 16],
+         "SMALLR": [256, 512, 1024], "SPAN_BITS": [8, 9, 10], "SMALLTA": [512, 1024, 2048], "HREG": [0, 1], "KD_WARPS": [2, 4, 8], "PF": [0, 1],
+         "SCAN_MAX_ROWS": [0, 4, 8, 16], "KA_WARPS": [4, 8], "PDL": [0, 1]}
 
 
 @triton.jit
@@ -551,31 +531,12 @@ def _topk(logits, lengths, k, out, BLOCK, TARGET_CTAS, MAX_C, num_warps, SMALL, 
     return out
 
 
-# FOLD END
-
-
-def forward(q, k_index, weights, lengths, k):
-    assert q.dtype == torch.bfloat16 and k_index.dtype == torch.bfloat16
-    M, H, D = q.shape
-    assert H == H_IDX and D == D_IDX
-    N = k_index.shape[0]
-    q = q.contiguous()
-    k_index = k_index.contiguous()
-    weights = weights.to(torch.float32).contiguous()
+def forward(logits, lengths, k):
+    assert logits.dim() == 2 and logits.dtype == torch.float32
+    M = logits.shape[0]
+    logits = logits.contiguous()
     lengths = lengths.to(torch.int32).contiguous()
-    dev = q.device
-    p = PARAMS
-    out = torch.empty((M, k), dtype=torch.int32, device=dev)
+    out = torch.empty((M, k), dtype=torch.int32, device=logits.device)
     if M == 0 or k == 0:
         return out
-    if N == 0:
-        out.fill_(-1)
-        return out
-    logits = torch.empty((M, N), dtype=torch.float32, device=dev)
-    ROWS = p["ROWS"]
-    grid = (triton.cdiv(M, ROWS), triton.cdiv(N, p["N_PER_PROG"]))
-    _logits_kernel[grid](q, k_index, weights, lengths, logits, N, M, 0, N,
-                         H=H, D=D, ROWS=ROWS, BLOCK_N=p["BLOCK_N"], N_PER_PROG=p["N_PER_PROG"],
-                         TRANS=p["TRANS"], UPCAST=dev.type == "cpu", num_warps=p["num_warps"],
-                         num_stages=p["num_stages"])
-    return _topk(logits, lengths, k, out, **{n[3:]: v for n, v in p.items() if n.startswith("TK_")})
+    return _topk(logits, lengths, k, out, **PARAMS)
