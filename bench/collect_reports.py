@@ -1,10 +1,13 @@
 """Turn `python -m gpu_worker evaluate` reports into bench/results records and a markdown table.
 
-    python bench/collect_reports.py REPORTS_DIR OUT_DIR
+    python bench/collect_reports.py REPORTS_DIR OUT_DIR [--measured-on YYYY-MM-DD] [--also RUN_DIR]
 
 Reads REPORTS_DIR/<target>__<kernel>.json (and the command beside it in .cmd), writes
 OUT_DIR/latest.json: [{"target", "shape", "kernel", "median_us", "ci95_us", "floor_fraction", "gpu",
 "date", "command"}] and OUT_DIR/latest.md (medians, A/A noise per shape, wall time per evaluation).
+--also RUN_DIR adds the evaluations of a proof run whose report files did not come back, from the
+latest.json and evaluations.json that this script wrote there (its candidate records; the default kernel's
+come from the reports here): they replace a report of the same target and kernel.
 """
 
 from __future__ import annotations
@@ -63,6 +66,16 @@ def collect(reports_dir: Path, measured_on: str | None = None) -> tuple[list[dic
     return records, evaluations
 
 
+def also(records: list[dict], evaluations: list[dict], run_dir: Path) -> tuple[list[dict], list[dict]]:
+    extra_evals = json.loads((run_dir / "evaluations.json").read_text())
+    pairs = {(e["target"], e["kernel"]) for e in extra_evals}
+    extra = [dict(r, collected_from=str(run_dir)) for r in json.loads((run_dir / "latest.json").read_text())
+             if (r["target"], r["kernel"]) in pairs]
+    keep = [r for r in records if (r["target"], r["kernel"]) not in pairs]
+    kept_evals = [e for e in evaluations if (e["target"], e["kernel"]) not in pairs]
+    return keep + extra, kept_evals + [dict(e, collected_from=str(run_dir)) for e in extra_evals]
+
+
 def markdown(records: list[dict], evaluations: list[dict]) -> str:
     lines = ["# H200 results (latest)", "", "| target | shape | kernel | median us | 95% CI us | floor fraction | A/A noise |",
              "|---|---|---|---:|---|---:|---:|"]
@@ -89,8 +102,14 @@ def main(argv: list[str]) -> int:
     if "--measured-on" in argv:
         i = argv.index("--measured-on")
         measured_on, argv = argv[i + 1], argv[:i] + argv[i + 2:]
+    run_dirs = []
+    while "--also" in argv:
+        i = argv.index("--also")
+        run_dirs, argv = run_dirs + [Path(argv[i + 1])], argv[:i] + argv[i + 2:]
     reports_dir, out_dir = Path(argv[0]), Path(argv[1])
     records, evaluations = collect(reports_dir, measured_on)
+    for run_dir in run_dirs:
+        records, evaluations = also(records, evaluations, run_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "latest.json").write_text(json.dumps(records, indent=2))
     (out_dir / "evaluations.json").write_text(json.dumps(evaluations, indent=2))

@@ -3,6 +3,7 @@
 #   full-profile evaluations of every target's seeds and best*.py (the default kernel is timed in each,
 #   as the incumbent), then GPU red-team candidates, then bench/collect_reports.py -> latest.json/md.
 # Needs python3 with torch + triton (+ numpy); no Django, no pytest. Copy $OUT/latest.* to bench/results/h200/.
+# On the device tool set BUNDLE=1 and unpack proof.tgz (reports/, logs/) here.
 set -u
 cd "$(dirname "$0")/.."
 OUT="${OUT:-bench/results/h200}"
@@ -60,4 +61,9 @@ fi
 
 { nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.draw,clocks_throttle_reasons.active --format=csv || true; } > "$OUT/logs/nvidia-smi-after.csv" 2>&1
 "$PY" bench/collect_reports.py "$OUT/reports" "$OUT"
+# BUNDLE=1 (the device tool returns at most 8 files from $OUT: on 2026-12-03 the report files were the ones
+# left behind): reports and logs go back as one archive beside latest.* and evaluations.json
+if [ -n "${BUNDLE:-}" ]; then
+  tar czf "$OUT/proof.tgz" -C "$OUT" reports logs && rm -rf "$OUT/reports" "$OUT/logs"
+fi
 echo "done in $(elapsed)s"

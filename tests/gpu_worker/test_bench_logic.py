@@ -144,3 +144,18 @@ def test_collect_reports_turns_a_report_into_records_and_a_table(fake_cuda, tmp_
     assert r["shape"] == {"tokens": 4, "hidden": 2048} and r["gpu"] == "NVIDIA H200"
     assert r["ci95_us"][0] <= r["median_us"] <= r["ci95_us"][1]
     assert "| add_rmsnorm | tokens=4, hidden=2048 | seed |" in (tmp_path / "out/latest.md").read_text()
+    # a proof run whose report files did not come back: its records replace the report of the same kernel
+    run = tmp_path / "run"
+    run.mkdir()
+    moved = [dict(r, median_us=r["median_us"] / 2) for r in records]
+    (run / "latest.json").write_text(json.dumps(moved))
+    (run / "evaluations.json").write_text(json.dumps(
+        [dict(json.loads((tmp_path / "out/evaluations.json").read_text())[0], wall_s=9.0)]))
+    assert collect.main([str(reports), str(tmp_path / "out2"), "--also", str(run)]) == 0
+    merged = json.loads((tmp_path / "out2/latest.json").read_text())
+    seed = sorted(r["median_us"] for r in merged if r["kernel"] == "seed")
+    assert seed == sorted(r["median_us"] for r in moved if r["kernel"] == "seed")
+    assert all(r["collected_from"] == str(run) for r in merged if r["kernel"] == "seed")
+    assert sum(r["kernel"] == "default" for r in merged) == len(SHAPES)   # the default's records stay the report's
+    (evaluation,) = json.loads((tmp_path / "out2/evaluations.json").read_text())
+    assert evaluation["wall_s"] == 9.0
