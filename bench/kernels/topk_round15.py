@@ -3,6 +3,7 @@ and KC skip the row) against best_v6 at short contexts (round 14: 4 x 4K 31.6 ag
 against 27), and sweeps of the sample size (NS = 64), the prefetch depth and KA's warps at 128K.
 
 python bench/kernels/topk_round15.py [--out DIR] [--budget SECONDS] [--run NAME]
+(ran at commit 33e3556; best_v19 has no SHORT or FCMP parameter since: check that commit out to run it again)
 
 The method and the output: topk_sweep.py.
 """

@@ -3,6 +3,7 @@ value, keys only for the candidates), against FCMP = 0, the sample of 64 groups 
 short rows: KA's exact select (SHORT = 1) against its near-exact threshold (SHORT = 0) and best_v6.
 
 python bench/kernels/topk_round16.py [--out DIR] [--budget SECONDS] [--run NAME]
+(ran at commit 5960fc1; best_v19 has no SHORT or FCMP parameter since: check that commit out to run it again)
 
 The method and the output: topk_sweep.py.
 """

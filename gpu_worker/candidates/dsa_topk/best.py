@@ -314,6 +314,21 @@ def _kb_block_warp(key, offs, thr, cnt_at, ck_reg, ci_reg, RC, BLOCK: tl.constex
 
 
 @triton.jit
+def _kb_take(key, offs, m, thr, sh, n_gt, hist, cnt_at, ck_reg, ci_reg, RC, BLOCK: tl.constexpr,
+             ATOMIC: tl.constexpr, HREG: tl.constexpr, WARP: tl.constexpr, WHOLE: tl.constexpr):
+    """One block of KB's scan, the warp-ballot slots (WARP) or Triton's; WHOLE: every value is in the row
+    (m is all true, and the warp path needs no masked keys)."""
+    if WARP:
+        if WHOLE:
+            _kb_block_warp(key, offs, thr, cnt_at, ck_reg, ci_reg, RC, BLOCK)
+        else:
+            _kb_block_warp(tl.where(m, key, 0), offs, thr, cnt_at, ck_reg, ci_reg, RC, BLOCK)
+    else:
+        n_gt, hist = _kb_block(key, offs, m, thr, sh, n_gt, hist, cnt_at, ck_reg, ci_reg, RC, BLOCK, ATOMIC, HREG)
+    return n_gt, hist
+
+
+@triton.jit
 def _kb_filter(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, hist_ptr, rh_ptr, N, K, C,
                RC, BLOCK: tl.constexpr, ATOMIC: tl.constexpr, HB: tl.constexpr, HREG: tl.constexpr, PF: tl.constexpr,
                PDL: tl.constexpr, WARP: tl.constexpr):
@@ -351,11 +366,8 @@ def _kb_filter(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, hist_
             nxt = nxt2
             offs = start + ar
             nxt2 = tl.load(x_row + offs + 2 * BLOCK, mask=offs + 2 * BLOCK < mid, other=0.0)
-            if WARP:
-                _kb_block_warp(_key(cur), offs, thr, cnt_at, ck_reg, ci_reg, RC, BLOCK)
-            else:
-                n_gt, hist = _kb_block(_key(cur), offs, offs < hi, thr, sh, n_gt, hist, cnt_at, ck_reg,
-                                       ci_reg, RC, BLOCK, ATOMIC, HREG)
+            n_gt, hist = _kb_take(_key(cur), offs, offs < hi, thr, sh, n_gt, hist, cnt_at, ck_reg, ci_reg, RC,
+                                  BLOCK, ATOMIC, HREG, WARP, True)
     elif PF:
         # the next block's load is issued before this block's slots are taken (an atomic's or a scan's
         # latency), so the two overlap; masks against mid keep 16-byte loads (mid - lo is whole blocks)
@@ -363,29 +375,18 @@ def _kb_filter(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, hist_
             cur = nxt
             offs = start + ar
             nxt = tl.load(x_row + offs + BLOCK, mask=offs + BLOCK < mid, other=0.0)
-            if WARP:
-                _kb_block_warp(_key(cur), offs, thr, cnt_at, ck_reg, ci_reg, RC, BLOCK)
-            else:
-                n_gt, hist = _kb_block(_key(cur), offs, offs < hi, thr, sh, n_gt, hist, cnt_at, ck_reg,
-                                       ci_reg, RC, BLOCK, ATOMIC, HREG)
+            n_gt, hist = _kb_take(_key(cur), offs, offs < hi, thr, sh, n_gt, hist, cnt_at, ck_reg, ci_reg, RC,
+                                  BLOCK, ATOMIC, HREG, WARP, True)
     else:
         for start in range(lo, mid, BLOCK):
-            offs = start + tl.arange(0, BLOCK)
-            key = _key(tl.load(x_row + offs))
-            if WARP:
-                _kb_block_warp(key, offs, thr, cnt_at, ck_reg, ci_reg, RC, BLOCK)
-            else:
-                n_gt, hist = _kb_block(key, offs, offs < hi, thr, sh, n_gt, hist, cnt_at, ck_reg,
-                                       ci_reg, RC, BLOCK, ATOMIC, HREG)
+            offs = start + ar
+            n_gt, hist = _kb_take(_key(tl.load(x_row + offs)), offs, offs < hi, thr, sh, n_gt, hist, cnt_at, ck_reg,
+                                  ci_reg, RC, BLOCK, ATOMIC, HREG, WARP, True)
     if mid < hi:
-        offs = mid + tl.arange(0, BLOCK)
+        offs = mid + ar
         m = offs < hi
-        key = _key(tl.load(x_row + offs, mask=m, other=0.0))
-        if WARP:
-            _kb_block_warp(tl.where(m, key, 0), offs, thr, cnt_at, ck_reg, ci_reg, RC, BLOCK)
-        else:
-            n_gt, hist = _kb_block(key, offs, m, thr, sh, n_gt, hist, cnt_at, ck_reg, ci_reg,
-                                   RC, BLOCK, ATOMIC, HREG)
+        n_gt, hist = _kb_take(_key(tl.load(x_row + offs, mask=m, other=0.0)), offs, m, thr, sh, n_gt, hist, cnt_at,
+                              ck_reg, ci_reg, RC, BLOCK, ATOMIC, HREG, WARP, False)
     if ATOMIC or WARP:
         tl.debug_barrier()
         n_gt = tl.atomic_add(cnt_at, 0)          # the final count, after every program's atomics
