@@ -3,28 +3,26 @@
 python gpu_worker/candidates/fold_topk.py            # rewrite both files from their sources
 python gpu_worker/candidates/fold_topk.py --check    # exit 1 if either has drifted (tests run this)
 
-Edit the source, then run this. dsa_topk/best.py is SRC (best_v19.py) under its own first docstring line.
+Edit the source, then run this. dsa_topk/best.py is SRC (best_v20.py) under its own first docstring line.
 dsa_indexer_topk/best.py keeps its own parts (docstring, logits kernel, forward) and takes INDEXER_SRC's kernels
 (its first @triton.jit up to forward) between the FOLD markers, and INDEXER_SRC's PARAMS (with
-INDEXER_OVERRIDES), prefixed TK_, as the last line of its PARAMS. INDEXER_SRC stays best_v17.py until
-best_v19's top-k has been evaluated inside the indexer on the H200 (the device time of 2026-12-03 ran out).
+INDEXER_OVERRIDES), prefixed TK_, as the last line of its PARAMS. Both take best_v20.py (the indexer kept
+best_v17's top-k until best_v19's had been evaluated inside it on the H200).
 """
 import ast
 import pathlib
 import sys
 
 HERE = pathlib.Path(__file__).resolve().parent
-SRC = HERE / "dsa_topk" / "best_v19.py"
-INDEXER_SRC = HERE / "dsa_topk" / "best_v17.py"
+SRC = HERE / "dsa_topk" / "best_v20.py"
+INDEXER_SRC = SRC
 TOPK = HERE / "dsa_topk" / "best.py"
 INDEXER = HERE / "dsa_indexer_topk" / "best.py"
 BEGIN = f"# FOLD BEGIN: the top-k of dsa_topk/{INDEXER_SRC.name}, written by gpu_worker/candidates/fold_topk.py\n"
 END = "# FOLD END\n"
-# the indexer's own values for some top-k parameters: one filter variant (slots from atomics at every M) is one
-# Triton compile less in each evaluation, for ~2.7 us at M <= 8 where its logits take ~65 us (best_v17; with
-# best_v19 on a GPU the warp slots make one filter variant for every M and this can go)
-INDEXER_OVERRIDES = {"SCAN_MAX_ROWS": 0}
-TOPK_HEAD = '"""dsa_topk best: best_v19.py, copied by gpu_worker/candidates/fold_topk.py (edit best_v19.py, then run it).\n'
+# the indexer's own values for some top-k parameters (none now: on a GPU the warp slots make one filter variant)
+INDEXER_OVERRIDES: dict = {}
+TOPK_HEAD = '"""dsa_topk best: best_v20.py, copied by gpu_worker/candidates/fold_topk.py (edit best_v20.py, then run it).\n'
 
 
 def _params(text):

@@ -1,15 +1,15 @@
 """dsa_indexer_topk best: the logits kernel of best_v6.py (f32 logits [M, N] written once, each program only up to
-the longest row it holds), then the top-k of dsa_topk/best_v17.py (copied between the FOLD markers by
+the longest row it holds), then the top-k of dsa_topk/best_v20.py (copied between the FOLD markers by
 gpu_worker/candidates/fold_topk.py: a candidate is one file), with its parameters prefixed TK_.
 History: round 4 (best_v10's top-k: 297 us at 64 x 128K on the H200), round 5 (best_v12's: 284.6 us), round 6
-(best_v17's, for every M: best_v6's top-k is no longer used). This file's own figures: bench/results/h200/latest.md.
+(best_v17's, for every M: best_v6's top-k is no longer used), round 8 (best_v20's). This file's own figures: bench/results/h200/latest.md.
 """
 import torch
 import triton
 import triton.language as tl
 
 PARAMS = {"ROWS": 4, "BLOCK_N": 64, "N_PER_PROG": 4096, "TRANS": 1, "num_warps": 8, "num_stages": 3,
-          "TK_BLOCK": 1024, "TK_TARGET_CTAS": 1024, "TK_MAX_C": 64, "TK_num_warps": 4, "TK_SMALL": 4096, "TK_SEL_WARPS": 16, "TK_NS": 128, "TK_G": 16, "TK_ALPHA_X2": 3, "TK_BETA": 12, "TK_ATOMIC": 1, "TK_SMALLT": 512, "TK_MIN_C": 16, "TK_SMALLR": 512, "TK_SPAN_BITS": 9, "TK_SMALLTA": 1024, "TK_HREG": 0, "TK_KD_WARPS": 4, "TK_PF": 1, "TK_SCAN_MAX_ROWS": 0, "TK_KA_WARPS": 8, "TK_PDL": 1}
+          "TK_BLOCK": 1024, "TK_TARGET_CTAS": 1024, "TK_MAX_C": 64, "TK_num_warps": 4, "TK_SMALL": 4096, "TK_SEL_WARPS": 16, "TK_NS": 64, "TK_G": 16, "TK_ALPHA_X2": 3, "TK_BETA": 12, "TK_ATOMIC": 1, "TK_SMALLT": 512, "TK_MIN_C": 16, "TK_SMALLR": 512, "TK_SPAN_BITS": 9, "TK_SMALLTA": 1024, "TK_HREG": 0, "TK_KD_WARPS": 4, "TK_PF": 2, "TK_SCAN_MAX_ROWS": 8, "TK_KA_WARPS": 8, "TK_PDL": 1, "TK_WARP": 1, "TK_KD_EARLY": 1}
 SPACE = {"ROWS": [1, 2, 4], "BLOCK_N": [64, 128, 256], "N_PER_PROG": [1024, 2048, 4096, 8192], "TRANS": [0, 1],
          "num_warps": [4, 8], "num_stages": [2, 3, 4], "TK_NS": [128, 256], "TK_SEL_WARPS": [8, 16],
          "TK_SPAN_BITS": [8, 9, 10], "TK_PDL": [0, 1]}
@@ -18,7 +18,9 @@ H_IDX = 64
 D_IDX = 128
 
 
-@triton.jit
+# M and cw only bound masks (and n_hi is already of unknown alignment through lmax): not specialised, so that
+# their classes do not cost compiles; the row stride of the logits is (its stores)
+@triton.jit(do_not_specialize=["M", "cw"])
 def _logits_kernel(q_ptr, k_ptr, w_ptr, len_ptr, out_ptr, stride_om, M, s0, cw,
                    H: tl.constexpr, D: tl.constexpr, ROWS: tl.constexpr, BLOCK_N: tl.constexpr,
                    N_PER_PROG: tl.constexpr, TRANS: tl.constexpr, UPCAST: tl.constexpr):
@@ -64,7 +66,7 @@ def _logits_kernel(q_ptr, k_ptr, w_ptr, len_ptr, out_ptr, stride_om, M, s0, cw,
         tl.store(optr, lg, mask=mm[:, None] & nm[None, :])
 
 
-# FOLD BEGIN: the top-k of dsa_topk/best_v17.py, written by gpu_worker/candidates/fold_topk.py
+# FOLD BEGIN: the top-k of dsa_topk/best_v20.py, written by gpu_worker/candidates/fold_topk.py
 
 
 @triton.jit
@@ -164,10 +166,16 @@ def _approx_top(d, active, k_rem, scr_ptr, SMALLTA: tl.constexpr):
     return ((dsel.to(tl.uint32) << 24) | (dsel2.to(tl.uint32) << 16)) >> sh
 
 
-@triton.jit
+# Triton compiles a kernel again for each class of an integer argument (== 1, a multiple of 16, other). N and
+# C only bound loops and masks: their classes would cost compiles (seconds each, in the verify stage of every
+# evaluation) and buy nothing. The row stride stays specialised: its class makes KB's loads 16 bytes wide.
+NO_SPEC = ["N", "C"]
+
+
+@triton.jit(do_not_specialize=NO_SPEC)
 def _ka_sample(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, rh_ptr, scr_ptr, N, K, SMALL, C, NS: tl.constexpr,
                G: tl.constexpr, ALPHA_X2: tl.constexpr, BETA: tl.constexpr, CB: tl.constexpr,
-               SMALLTA: tl.constexpr, SPAN_BITS: tl.constexpr, PDL: tl.constexpr):
+               SMALLTA: tl.constexpr, SPAN_BITS: tl.constexpr, PDL: tl.constexpr, FULL: tl.constexpr):
     row = tl.program_id(0)
     if PDL:
         tl.extra.cuda.gdc_launch_dependents()     # KB may start now: it waits for this grid before reading its output
@@ -187,11 +195,15 @@ def _ka_sample(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, rh_ptr, scr_ptr, N, K
         lo_key = tl.min(key, 0)
         thr = _approx_top(key - lo_key, key >= lo_key, r, scr_ptr + row * SMALLTA, SMALLTA) + lo_key
         span = tl.max(key, 0) - thr
-    elif (L > K) & (L <= S):
-        # a short row, read whole: every value is a candidate (thr just below the smallest key)
-        m = s_ < L
-        key = _key(tl.load(x_ptr + row.to(tl.int64) * stride_x + s_, mask=m, other=0.0))
-        thr = tl.maximum(tl.min(tl.where(m, key, tl.full([], 0xFFFFFFFF, tl.uint32)), 0), 1) - 1
+    elif L > K:
+        # a short row (at most FULL = SMALL values), read whole: thr just below a key t with at least k values
+        # at or above it (two histogram levels over the row, so few more than k), every one a candidate
+        f_ = tl.arange(0, FULL)
+        m = f_ < L
+        key = _key(tl.load(x_ptr + row.to(tl.int64) * stride_x + f_, mask=m, other=0.0))
+        lo_key = tl.min(tl.where(m, key, tl.full([], 0xFFFFFFFF, tl.uint32)), 0)
+        t = _approx_top(key - lo_key, m, k_eff, scr_ptr + row * SMALLTA, SMALLTA) + lo_key
+        thr = tl.maximum(t, 1) - 1
         span = tl.max(tl.where(m, key, 0), 0) - thr
     # the digit shift: (largest sample - thr) >> sh lands in [2^(SPAN_BITS-1), 2^SPAN_BITS); KB and KC
     # clamp digits to 255, so the top of that span shares the last digit (far above the k-th value)
@@ -220,10 +232,128 @@ def _kb_block(key, offs, m, thr, sh, n_gt, hist, cnt_at, ck_reg, ci_reg, RC, BLO
     return n_gt, hist
 
 
+# KB's candidate step for 4 values of a thread, in PTX (a GPU only): each value's test is balloted across the
+# warp, lane 0 takes the warp's slots with one atomic, and each thread stores its own candidates (key, index)
+# at base + #(candidates of the lanes below it); a thread with none skips the stores. Slots at or past rc are
+# counted but not written (the overflow KC detects). Returns 0s (the op exists for its side effects).
+_WARP_SLOTS_PTX = tl.constexpr("""
+{
+.reg .pred q0, q1, q2, q3, p, any;
+.reg .b32 b0, b1, b2, b3, lt, c, pre, tot, base, s;
+.reg .b64 w, a;
+mov.u32 $0, 0;
+mov.u32 $1, 0;
+mov.u32 $2, 0;
+mov.u32 $3, 0;
+setp.gt.u32 q0, $4, $12;
+setp.gt.u32 q1, $5, $13;
+setp.gt.u32 q2, $6, $14;
+setp.gt.u32 q3, $7, $15;
+vote.sync.ballot.b32 b0, q0, -1;
+vote.sync.ballot.b32 b1, q1, -1;
+vote.sync.ballot.b32 b2, q2, -1;
+vote.sync.ballot.b32 b3, q3, -1;
+or.b32 c, b0, b1;
+or.b32 c, c, b2;
+or.b32 c, c, b3;
+setp.eq.u32 p, c, 0;
+@p bra.uni DONE;
+popc.b32 tot, b0;
+popc.b32 c, b1;
+add.u32 tot, tot, c;
+popc.b32 c, b2;
+add.u32 tot, tot, c;
+popc.b32 c, b3;
+add.u32 tot, tot, c;
+mov.u32 lt, %lanemask_lt;
+and.b32 c, b0, lt;
+popc.b32 pre, c;
+and.b32 c, b1, lt;
+popc.b32 c, c;
+add.u32 pre, pre, c;
+and.b32 c, b2, lt;
+popc.b32 c, c;
+add.u32 pre, pre, c;
+and.b32 c, b3, lt;
+popc.b32 c, c;
+add.u32 pre, pre, c;
+mov.u32 s, %laneid;
+setp.eq.u32 p, s, 0;
+mov.u32 base, 0;
+@p atom.global.add.u32 base, [$16], tot;
+shfl.sync.idx.b32 base, base, 0, 31, -1;
+or.pred any, q0, q1;
+or.pred any, any, q2;
+or.pred any, any, q3;
+@!any bra DONE;
+add.u32 s, base, pre;
+setp.lt.and.u32 p, s, $28, q0;
+mul.wide.u32 w, s, 4;
+@p add.s64 a, $20, w;
+@p st.global.u32 [a], $4;
+@p add.s64 a, $24, w;
+@p st.global.u32 [a], $8;
+selp.u32 c, 1, 0, q0;
+add.u32 s, s, c;
+setp.lt.and.u32 p, s, $29, q1;
+mul.wide.u32 w, s, 4;
+@p add.s64 a, $21, w;
+@p st.global.u32 [a], $5;
+@p add.s64 a, $25, w;
+@p st.global.u32 [a], $9;
+selp.u32 c, 1, 0, q1;
+add.u32 s, s, c;
+setp.lt.and.u32 p, s, $30, q2;
+mul.wide.u32 w, s, 4;
+@p add.s64 a, $22, w;
+@p st.global.u32 [a], $6;
+@p add.s64 a, $26, w;
+@p st.global.u32 [a], $10;
+selp.u32 c, 1, 0, q2;
+add.u32 s, s, c;
+setp.lt.and.u32 p, s, $31, q3;
+mul.wide.u32 w, s, 4;
+@p add.s64 a, $23, w;
+@p st.global.u32 [a], $7;
+@p add.s64 a, $27, w;
+@p st.global.u32 [a], $11;
+DONE:
+}
+""")
+
+
 @triton.jit
+def _kb_block_warp(key, offs, thr, cnt_at, ck_reg, ci_reg, RC, BLOCK: tl.constexpr):
+    """One block of KB's scan with the warp-ballot slots (_WARP_SLOTS_PTX): candidates (key > thr) to the
+    program's region. Masked-off values must come with key 0 (never a candidate)."""
+    z = tl.zeros([BLOCK], dtype=tl.int32)
+    tl.inline_asm_elementwise(
+        _WARP_SLOTS_PTX,
+        "=r,=r,=r,=r,r,r,r,r,r,r,r,r,r,r,r,r,l,l,l,l,l,l,l,l,l,l,l,l,r,r,r,r",
+        [key, offs, z.to(tl.uint32) + thr, (cnt_at + z).to(tl.int64), (ck_reg + z).to(tl.int64),
+         (ci_reg + z).to(tl.int64), z + RC],
+        dtype=tl.int32, is_pure=False, pack=4)
+
+
+@triton.jit
+def _kb_take(key, offs, m, thr, sh, n_gt, hist, cnt_at, ck_reg, ci_reg, RC, BLOCK: tl.constexpr,
+             ATOMIC: tl.constexpr, HREG: tl.constexpr, WARP: tl.constexpr, WHOLE: tl.constexpr):
+    """One block of KB's scan, the warp-ballot slots (WARP) or Triton's; WHOLE: every value is in the row
+    (m is all true, and the warp path needs no masked keys)."""
+    if WARP:
+        if WHOLE:
+            _kb_block_warp(key, offs, thr, cnt_at, ck_reg, ci_reg, RC, BLOCK)
+        else:
+            _kb_block_warp(tl.where(m, key, 0), offs, thr, cnt_at, ck_reg, ci_reg, RC, BLOCK)
+    else:
+        n_gt, hist = _kb_block(key, offs, m, thr, sh, n_gt, hist, cnt_at, ck_reg, ci_reg, RC, BLOCK, ATOMIC, HREG)
+    return n_gt, hist
+
+
+@triton.jit(do_not_specialize=NO_SPEC)
 def _kb_filter(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, hist_ptr, rh_ptr, N, K, C,
                RC, BLOCK: tl.constexpr, ATOMIC: tl.constexpr, HB: tl.constexpr, HREG: tl.constexpr, PF: tl.constexpr,
-               PDL: tl.constexpr):
+               PDL: tl.constexpr, WARP: tl.constexpr):
     row = tl.program_id(0)
     c = tl.program_id(1)
     x_row = x_ptr + row.to(tl.int64) * stride_x
@@ -242,35 +372,44 @@ def _kb_filter(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, hist_
     mid = lo + tl.maximum(hi - lo, 0) // BLOCK * BLOCK
     ar = tl.arange(0, BLOCK)
     if PF:
-        # the first block's load goes out before the wait for KA (the logits are the caller's input)
+        # the first PF blocks' loads go out before the wait for KA (the logits are the caller's input)
         nxt = tl.load(x_row + lo + ar, mask=ar < mid - lo, other=0.0)
+    if PF == 2:
+        nxt2 = tl.load(x_row + lo + BLOCK + ar, mask=ar + BLOCK < mid - lo, other=0.0)
     if PDL:
         tl.extra.cuda.gdc_wait()       # KA's threshold, zeroed counters and row histogram are visible after this
         tl.extra.cuda.gdc_launch_dependents()
     thr = tl.load(thr_ptr + row * 2).to(tl.uint32, bitcast=True)
     sh = tl.load(thr_ptr + row * 2 + 1).to(tl.uint32)
-    if PF:
+    if PF == 2:
+        # two blocks in flight while one is filtered: more bytes in flight per program
+        for start in range(lo, mid, BLOCK):
+            cur = nxt
+            nxt = nxt2
+            offs = start + ar
+            nxt2 = tl.load(x_row + offs + 2 * BLOCK, mask=offs + 2 * BLOCK < mid, other=0.0)
+            n_gt, hist = _kb_take(_key(cur), offs, offs < hi, thr, sh, n_gt, hist, cnt_at, ck_reg, ci_reg, RC,
+                                  BLOCK, ATOMIC, HREG, WARP, True)
+    elif PF:
         # the next block's load is issued before this block's slots are taken (an atomic's or a scan's
         # latency), so the two overlap; masks against mid keep 16-byte loads (mid - lo is whole blocks)
         for start in range(lo, mid, BLOCK):
             cur = nxt
             offs = start + ar
             nxt = tl.load(x_row + offs + BLOCK, mask=offs + BLOCK < mid, other=0.0)
-            n_gt, hist = _kb_block(_key(cur), offs, offs < hi, thr, sh, n_gt, hist, cnt_at, ck_reg,
-                                           ci_reg, RC, BLOCK, ATOMIC, HREG)
+            n_gt, hist = _kb_take(_key(cur), offs, offs < hi, thr, sh, n_gt, hist, cnt_at, ck_reg, ci_reg, RC,
+                                  BLOCK, ATOMIC, HREG, WARP, True)
     else:
         for start in range(lo, mid, BLOCK):
-            offs = start + tl.arange(0, BLOCK)
-            key = _key(tl.load(x_row + offs))
-            n_gt, hist = _kb_block(key, offs, offs < hi, thr, sh, n_gt, hist, cnt_at, ck_reg,
-                                           ci_reg, RC, BLOCK, ATOMIC, HREG)
+            offs = start + ar
+            n_gt, hist = _kb_take(_key(tl.load(x_row + offs)), offs, offs < hi, thr, sh, n_gt, hist, cnt_at, ck_reg,
+                                  ci_reg, RC, BLOCK, ATOMIC, HREG, WARP, True)
     if mid < hi:
-        offs = mid + tl.arange(0, BLOCK)
+        offs = mid + ar
         m = offs < hi
-        key = _key(tl.load(x_row + offs, mask=m, other=0.0))
-        n_gt, hist = _kb_block(key, offs, m, thr, sh, n_gt, hist, cnt_at, ck_reg, ci_reg,
-                                       RC, BLOCK, ATOMIC, HREG)
-    if ATOMIC:
+        n_gt, hist = _kb_take(_key(tl.load(x_row + offs, mask=m, other=0.0)), offs, m, thr, sh, n_gt, hist, cnt_at,
+                              ck_reg, ci_reg, RC, BLOCK, ATOMIC, HREG, WARP, False)
+    if ATOMIC or WARP:
         tl.debug_barrier()
         n_gt = tl.atomic_add(cnt_at, 0)          # the final count, after every program's atomics
     else:
@@ -347,22 +486,30 @@ def _rank_store(rs, cnt, k_rem, o_at, R: tl.constexpr, SMALLR: tl.constexpr):
         done += tl.sum(sel.to(tl.int32), 0)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=NO_SPEC)
 def _kd_place(len_ptr, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, hist_ptr, rh_ptr, rscr_ptr, info_ptr, out_ptr, stride_o, N, K, C,
-              RC, CB: tl.constexpr, RT: tl.constexpr, SMALLR: tl.constexpr, PDL: tl.constexpr):
+              RC, CB: tl.constexpr, RT: tl.constexpr, SMALLR: tl.constexpr, PDL: tl.constexpr,
+              EARLY: tl.constexpr):
     """grid (M, C): KC's two common cases spread over the row's C programs, each placing its own region.
     Every program of a row reads the same counts and tables and so reaches the same decision:
       mode 1, n_gt == k_eff: every candidate, at the offset of the regions before it.
       mode 2, path A with a chosen digit dsel < 255 of at most SMALLR members: its candidates of a larger
-        digit go to the output, its members of dsel to the row's rank scratch, at offsets summed from the
-        tables of the programs before it (no atomics: deterministic). KC ranks the members.
-      mode 0: anything else (and regions of more than RT candidates): KC does the whole row as before.
-    Program 0 of the row records the mode, k_rem and the member count for KC."""
+        digit go to the output, its members of dsel to the row's rank scratch, at offsets read from two columns
+        of the suffix counts of the programs before it (no atomics: deterministic). KC ranks the members.
+      mode 0: anything else (and regions of more than RT = RC candidates): KC does the whole row as before.
+    Program 0 of the row records the mode, k_rem and the member count for KC.
+    EARLY: the region's RT slots load right after the wait, unmasked, beside the counts (one round trip less);
+    the slots past the program's count hold stale values that the masks drop."""
     if PDL:
         tl.extra.cuda.gdc_wait()       # KB's regions, counts and tables
         tl.extra.cuda.gdc_launch_dependents()
     row = tl.program_id(0)
     c = tl.program_id(1)
+    o = tl.arange(0, RT)
+    reg = (row * C + c).to(tl.int64) * RC
+    if EARLY:
+        idx_e = tl.load(ci_ptr + reg + o)
+        key_e = tl.load(ck_ptr + reg + o).to(tl.uint32, bitcast=True)
     _, k_eff = _row_len(len_ptr, row, N, K)
     thr = tl.load(thr_ptr + row * 2).to(tl.uint32, bitcast=True)
     sh = tl.load(thr_ptr + row * 2 + 1).to(tl.uint32)
@@ -380,16 +527,20 @@ def _kd_place(len_ptr, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, hist_ptr, rh_ptr, rscr_
     if mode != 0:
         before = cs_ < c
         n_c = tl.sum(tl.where(cs_ == c, gts, 0), 0)
-        o = tl.arange(0, RT)
         live = o < n_c
-        reg = (row * C + c).to(tl.int64) * RC
         o_row = out_ptr + row.to(tl.int64) * stride_o
-        idx = tl.load(ci_ptr + reg + o, mask=live, other=0)
+        if EARLY:
+            idx = idx_e
+        else:
+            idx = tl.load(ci_ptr + reg + o, mask=live, other=0)
         if mode == 1:
             off = tl.sum(tl.where(before, gts, 0), 0)
             tl.store(o_row + off + tl.cumsum(live.to(tl.int32), 0) - 1, idx, mask=live)
         else:
-            key = tl.load(ck_ptr + reg + o, mask=live, other=0).to(tl.uint32, bitcast=True)
+            if EARLY:
+                key = key_e
+            else:
+                key = tl.load(ck_ptr + reg + o, mask=live, other=0).to(tl.uint32, bitcast=True)
             dg = tl.minimum((key - thr) >> sh, 255).to(tl.int32)
             gt = live & (dg > dsel)
             inb = live & (dg == dsel)
@@ -405,7 +556,7 @@ def _kd_place(len_ptr, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, hist_ptr, rh_ptr, rscr_
             tl.store(rs + SMALLR, idx, mask=inb)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=NO_SPEC)
 def _kc_select(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, rh_ptr, scr_ptr, rscr_ptr, info_ptr,
                out_ptr, stride_o, N, K, C, RC, CB: tl.constexpr, TILE: tl.constexpr, BLOCK: tl.constexpr,
                KBLOCK: tl.constexpr, SMALLT: tl.constexpr, SMALLR: tl.constexpr, PDL: tl.constexpr):
@@ -512,11 +663,15 @@ def _kc_row(x_ptr, stride_x, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, rh_ptr, scr_ptr, 
 
 def _topk(logits, lengths, k, out, BLOCK, TARGET_CTAS, MAX_C, num_warps, SMALL, SEL_WARPS, NS, G,
               ALPHA_X2, BETA, ATOMIC=0, SMALLT=512, MIN_C=16, SMALLR=512, SPAN_BITS=9, SMALLTA=1024, HREG=0,
-              KD_WARPS=4, PF=1, SCAN_MAX_ROWS=8, KA_WARPS=8, PDL=1):
+              KD_WARPS=4, PF=1, SCAN_MAX_ROWS=8, KA_WARPS=8, PDL=1, WARP=1, KD_EARLY=1):
     M, N = logits.shape
     dev = logits.device
     assert BLOCK <= 32768 and N < 2 ** 31 and NS * G <= SMALL and MAX_C in (1, 2, 4, 8, 16, 32, 64)
     assert SMALL & (SMALL - 1) == 0
+    # the sample grows with the row: r's slack of BETA samples stands for about BETA L / S values above the k-th,
+    # and S >= 4 BETA L / (3 k) keeps them at most half of the 1.5 k expected candidates, so that the regions of
+    # RC slots do not overflow (NS = 64 at 256K overflowed 128-slot regions: ~1.1 ms, KC's one-program fallback)
+    NS = min(max(NS, triton.next_power_of_2(triton.cdiv(4 * BETA * N, 3 * max(k, 1) * G))), SMALL // G, 256)
     nblk = triton.cdiv(max(N, 1), BLOCK)
     want = max(MIN_C, triton.next_power_of_2(triton.cdiv(TARGET_CTAS, M)))
     C = min(want, MAX_C, 1 << (nblk.bit_length() - 1))       # a power of two <= MAX_C (64) and <= nblk
@@ -537,14 +692,20 @@ def _topk(logits, lengths, k, out, BLOCK, TARGET_CTAS, MAX_C, num_warps, SMALL, 
     # wait (griddepcontrol.wait) before reading its output; not in Triton's CPU interpreter
     pdl = bool(PDL) and logits.is_cuda and hasattr(tl.extra.cuda, "gdc_wait")
     lp = {"launch_pdl": True} if pdl else {}
-    if M <= SCAN_MAX_ROWS:
+    # warp-ballot slots in PTX (a GPU only; the interpreter runs the Triton form)
+    warp = bool(WARP) and logits.is_cuda
+    assert not (warp and HREG)
+    if warp:
+        ATOMIC = 1      # not used by the warp slots: one KB compile for every M
+    elif M <= SCAN_MAX_ROWS:
         ATOMIC = 0      # few rows (programs of one or two blocks): a block scan beats slots from atomics
     _ka_sample[(M,)](logits, sx, lengths, thr, cnt, rhist, scra, N, k, SMALL, C, NS=NS, G=G, ALPHA_X2=ALPHA_X2, BETA=BETA,
-                     CB=CB, SMALLTA=SMALLTA, SPAN_BITS=SPAN_BITS, PDL=pdl, num_warps=KA_WARPS)
+                     CB=CB, SMALLTA=SMALLTA, SPAN_BITS=SPAN_BITS, PDL=pdl, FULL=SMALL, num_warps=KA_WARPS)
     _kb_filter[(M, C)](logits, sx, lengths, thr, cnt, cand[0], cand[1], hist, rhist, N, k, C, RC, BLOCK=BLOCK,
-                       ATOMIC=ATOMIC, HB=256, HREG=HREG, PF=PF, PDL=pdl, num_warps=num_warps, **lp)
+                       ATOMIC=ATOMIC, HB=256, HREG=HREG, PF=PF, PDL=pdl, WARP=warp, num_warps=num_warps, **lp)
     _kd_place[(M, C)](lengths, thr, cnt, cand[0], cand[1], hist, rhist, rscr, info, out, out.stride(0), N, k, C, RC,
-                      CB=C, RT=512, SMALLR=SMALLR, PDL=pdl, num_warps=KD_WARPS, **lp)
+                      CB=CB, RT=512 if RC <= 512 else 2048, SMALLR=SMALLR, PDL=pdl, EARLY=KD_EARLY,
+                      num_warps=KD_WARPS, **lp)
     _kc_select[(M,)](logits, sx, lengths, thr, cnt, cand[0], cand[1], rhist, scr, rscr, info, out, out.stride(0),
                      N, k, C, RC, CB=CB, TILE=TILE, BLOCK=2048, KBLOCK=1024, SMALLT=SMALLT, SMALLR=SMALLR,
                      PDL=pdl, num_warps=SEL_WARPS, **lp)

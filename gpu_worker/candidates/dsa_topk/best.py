@@ -1,4 +1,4 @@
-"""dsa_topk best: best_v19.py, copied by gpu_worker/candidates/fold_topk.py (edit best_v19.py, then run it).
+"""dsa_topk best: best_v20.py, copied by gpu_worker/candidates/fold_topk.py (edit best_v20.py, then run it).
 value's digit from every program, rank that digit's few members; four launches chained by programmatic
 dependent launch.
 
@@ -34,7 +34,9 @@ programs start while the one before finishes and wait (griddepcontrol.wait) befo
 KB's first logits loads go out before that wait.
 Exact as a set, deterministic as a set, no cap on tie buckets. History: best_v8 (the sampled threshold),
 best_v10 (KC's select from KB's histograms), best_v12 (KD; commit 6eafd9f), best_v17 (16-byte loads, the row
-histogram, prefetch, PDL; round 6 of gpu_worker/candidates/NOTES.md), this file: round 7 (the warp slots).
+histogram, prefetch, PDL; round 6 of gpu_worker/candidates/NOTES.md), best_v19: round 7 (the warp slots), this
+file: round 8 (fewer compiles: N and C are not specialised and KD's CB is fixed, so an evaluation compiles
+each kernel once per row-stride class and tile size instead of once per C and N class).
 """
 import torch
 import triton
@@ -150,7 +152,13 @@ def _approx_top(d, active, k_rem, scr_ptr, SMALLTA: tl.constexpr):
     return ((dsel.to(tl.uint32) << 24) | (dsel2.to(tl.uint32) << 16)) >> sh
 
 
-@triton.jit
+# Triton compiles a kernel again for each class of an integer argument (== 1, a multiple of 16, other). N and
+# C only bound loops and masks: their classes would cost compiles (seconds each, in the verify stage of every
+# evaluation) and buy nothing. The row stride stays specialised: its class makes KB's loads 16 bytes wide.
+NO_SPEC = ["N", "C"]
+
+
+@triton.jit(do_not_specialize=NO_SPEC)
 def _ka_sample(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, rh_ptr, scr_ptr, N, K, SMALL, C, NS: tl.constexpr,
                G: tl.constexpr, ALPHA_X2: tl.constexpr, BETA: tl.constexpr, CB: tl.constexpr,
                SMALLTA: tl.constexpr, SPAN_BITS: tl.constexpr, PDL: tl.constexpr, FULL: tl.constexpr):
@@ -328,7 +336,7 @@ def _kb_take(key, offs, m, thr, sh, n_gt, hist, cnt_at, ck_reg, ci_reg, RC, BLOC
     return n_gt, hist
 
 
-@triton.jit
+@triton.jit(do_not_specialize=NO_SPEC)
 def _kb_filter(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, hist_ptr, rh_ptr, N, K, C,
                RC, BLOCK: tl.constexpr, ATOMIC: tl.constexpr, HB: tl.constexpr, HREG: tl.constexpr, PF: tl.constexpr,
                PDL: tl.constexpr, WARP: tl.constexpr):
@@ -464,7 +472,7 @@ def _rank_store(rs, cnt, k_rem, o_at, R: tl.constexpr, SMALLR: tl.constexpr):
         done += tl.sum(sel.to(tl.int32), 0)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=NO_SPEC)
 def _kd_place(len_ptr, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, hist_ptr, rh_ptr, rscr_ptr, info_ptr, out_ptr, stride_o, N, K, C,
               RC, CB: tl.constexpr, RT: tl.constexpr, SMALLR: tl.constexpr, PDL: tl.constexpr,
               EARLY: tl.constexpr):
@@ -534,7 +542,7 @@ def _kd_place(len_ptr, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, hist_ptr, rh_ptr, rscr_
             tl.store(rs + SMALLR, idx, mask=inb)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=NO_SPEC)
 def _kc_select(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, rh_ptr, scr_ptr, rscr_ptr, info_ptr,
                out_ptr, stride_o, N, K, C, RC, CB: tl.constexpr, TILE: tl.constexpr, BLOCK: tl.constexpr,
                KBLOCK: tl.constexpr, SMALLT: tl.constexpr, SMALLR: tl.constexpr, PDL: tl.constexpr):
@@ -682,7 +690,7 @@ def _topk(logits, lengths, k, out, BLOCK, TARGET_CTAS, MAX_C, num_warps, SMALL, 
     _kb_filter[(M, C)](logits, sx, lengths, thr, cnt, cand[0], cand[1], hist, rhist, N, k, C, RC, BLOCK=BLOCK,
                        ATOMIC=ATOMIC, HB=256, HREG=HREG, PF=PF, PDL=pdl, WARP=warp, num_warps=num_warps, **lp)
     _kd_place[(M, C)](lengths, thr, cnt, cand[0], cand[1], hist, rhist, rscr, info, out, out.stride(0), N, k, C, RC,
-                      CB=C, RT=512 if RC <= 512 else 2048, SMALLR=SMALLR, PDL=pdl, EARLY=KD_EARLY,
+                      CB=CB, RT=512 if RC <= 512 else 2048, SMALLR=SMALLR, PDL=pdl, EARLY=KD_EARLY,
                       num_warps=KD_WARPS, **lp)
     _kc_select[(M,)](logits, sx, lengths, thr, cnt, cand[0], cand[1], rhist, scr, rscr, info, out, out.stride(0),
                      N, k, C, RC, CB=CB, TILE=TILE, BLOCK=2048, KBLOCK=1024, SMALLT=SMALLT, SMALLR=SMALLR,

@@ -1,0 +1,119 @@
+"""How many Triton compiles a candidate costs in one evaluation, counted on a CPU without running a kernel.
+
+python bench/compile_variants.py --target dsa_topk --candidate gpu_worker/candidates/dsa_topk/best.py
+
+A full evaluation's verify child compiles every specialisation its shapes reach, one after another (~2-3 s
+each on the H200 host), and that is most of the verify stage's wall time. This calls the candidate's forward
+on meta tensors that say they are on a GPU, with each @triton.jit kernel replaced by a recorder, and groups
+the launches by the key Triton compiles under: the constexpr values, the launch options, and for each other
+argument its dtype, or for an integer its class (== 1, a multiple of 16, other) unless do_not_specialize
+names it. Triton 3.x's rule; a count, not a timing.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib.util
+import json
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from gpu_worker.targets import get_target  # noqa: E402
+
+
+@contextlib.contextmanager
+def _meta_is_cuda():
+    """Meta tensors (the inputs and whatever the candidate allocates beside them) say they are on a GPU, so
+    that the candidate takes its GPU paths."""
+    torch.Tensor.is_cuda = property(lambda t: t.device.type in ("cuda", "meta"))
+    try:
+        yield
+    finally:
+        del torch.Tensor.is_cuda
+
+
+def _as_meta(x):
+    return x.to("meta") if isinstance(x, torch.Tensor) else x
+
+
+def _int_class(v: int) -> str:
+    width = "i64" if not -2 ** 31 <= v < 2 ** 31 else "i32"
+    return width + ("=1" if v == 1 else "/16" if v % 16 == 0 else "")
+
+
+class _Recorder:
+    def __init__(self, fn, keys):
+        self.fn, self.keys = fn, keys
+        self.names = fn.arg_names
+        self.constexpr = {p.name for p in fn.params if p.is_constexpr}
+        self.unspecialised = {self.names[i] if isinstance(i, int) else i for i in fn.do_not_specialize}
+
+    def __getitem__(self, grid):
+        return self._launch
+
+    def _launch(self, *args, **kwargs):
+        bound = dict(zip(self.names, args))
+        options = {k: v for k, v in kwargs.items() if k not in self.names}
+        bound.update({k: v for k, v in kwargs.items() if k in self.names})
+        key = []
+        for name in self.names:
+            v = bound.get(name)
+            if name in self.constexpr:
+                key.append((name, v))
+            elif isinstance(v, torch.Tensor):
+                key.append((name, str(v.dtype)))
+            elif isinstance(v, bool):
+                key.append((name, v))
+            elif isinstance(v, int):
+                key.append((name, "i32" if name in self.unspecialised else _int_class(v)))
+            else:
+                key.append((name, type(v).__name__))
+        key.append(("options", tuple(sorted(options.items()))))
+        self.keys[self.fn.__name__].add(tuple(key))
+
+
+def count(target_name: str, candidate: Path, profile: str = "full", seed: int = 1234) -> dict:
+    import triton
+
+    spec = importlib.util.spec_from_file_location("candidate_counted", candidate)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    keys: dict[str, set] = defaultdict(set)
+    for name, obj in list(vars(module).items()):
+        if isinstance(obj, triton.runtime.jit.JITFunction):
+            setattr(module, name, _Recorder(obj, keys))
+    target = get_target(target_name)
+    result = {}
+    for stage, shapes in (("verify", target.verify_shapes(profile, seed)), ("benchmark", target.benchmark_shapes(profile))):
+        before = {n: set(k) for n, k in keys.items()}
+        keys.clear()
+        for shape in shapes:
+            inputs = tuple(_as_meta(x) for x in target.make_inputs(shape, seed, "cpu"))
+            with _meta_is_cuda():
+                module.forward(*inputs)
+        result[stage] = {n: len(k) for n, k in sorted(keys.items())}
+        result[stage]["total"] = sum(len(k) for k in keys.values())
+        keys.clear()
+        keys.update(before)
+    return result
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--target", required=True)
+    ap.add_argument("--candidate", type=Path, required=True)
+    ap.add_argument("--profile", default="full")
+    ap.add_argument("--seed", type=int, default=1234)
+    a = ap.parse_args(argv)
+    print(json.dumps(count(a.target, a.candidate, a.profile, a.seed), indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
