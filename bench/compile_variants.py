@@ -24,7 +24,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from gpu_worker.targets import get_target  # noqa: E402
+from gpu_worker.targets import get_target
 
 
 @contextlib.contextmanager

@@ -3,10 +3,10 @@
 python gpu_worker/candidates/fold_topk.py            # rewrite both files from their sources
 python gpu_worker/candidates/fold_topk.py --check    # exit 1 if either has drifted (tests run this)
 
-Edit the source, then run this. dsa_topk/best.py is SRC (best_v20.py) under its own first docstring line.
+Edit the source, then run this. dsa_topk/best.py is SRC (best_v21.py) under its own first docstring line.
 dsa_indexer_topk/best.py keeps its own parts (docstring, logits kernel, forward) and takes INDEXER_SRC's kernels
 (its first @triton.jit up to forward) between the FOLD markers, and INDEXER_SRC's PARAMS (with
-INDEXER_OVERRIDES), prefixed TK_, as the last line of its PARAMS. Both take best_v20.py (the indexer kept
+INDEXER_OVERRIDES), prefixed TK_, as the last line of its PARAMS. Both take best_v21.py (the indexer kept
 best_v17's top-k until best_v19's had been evaluated inside it on the H200).
 """
 import ast
@@ -14,7 +14,7 @@ import pathlib
 import sys
 
 HERE = pathlib.Path(__file__).resolve().parent
-SRC = HERE / "dsa_topk" / "best_v20.py"
+SRC = HERE / "dsa_topk" / "best_v21.py"
 INDEXER_SRC = SRC
 TOPK = HERE / "dsa_topk" / "best.py"
 INDEXER = HERE / "dsa_indexer_topk" / "best.py"
@@ -22,7 +22,7 @@ BEGIN = f"# FOLD BEGIN: the top-k of dsa_topk/{INDEXER_SRC.name}, written by gpu
 END = "# FOLD END\n"
 # the indexer's own values for some top-k parameters (none now: on a GPU the warp slots make one filter variant)
 INDEXER_OVERRIDES: dict = {}
-TOPK_HEAD = '"""dsa_topk best: best_v20.py, copied by gpu_worker/candidates/fold_topk.py (edit best_v20.py, then run it).\n'
+TOPK_HEAD = '"""dsa_topk best: best_v21.py, copied by gpu_worker/candidates/fold_topk.py (edit best_v21.py, then run it).\n'
 
 
 def _params(text):

@@ -1,8 +1,8 @@
 """dsa_indexer_topk best: the logits kernel of best_v6.py (f32 logits [M, N] written once, each program only up to
-the longest row it holds), then the top-k of dsa_topk/best_v20.py (copied between the FOLD markers by
+the longest row it holds), then the top-k of dsa_topk/best_v21.py (copied between the FOLD markers by
 gpu_worker/candidates/fold_topk.py: a candidate is one file), with its parameters prefixed TK_.
 History: round 4 (best_v10's top-k: 297 us at 64 x 128K on the H200), round 5 (best_v12's: 284.6 us), round 6
-(best_v17's, for every M: best_v6's top-k is no longer used), round 8 (best_v20's). This file's own figures: bench/results/h200/latest.md.
+(best_v17's, for every M: best_v6's top-k is no longer used), round 8 (best_v21's). This file's own figures: bench/results/h200/latest.md.
 """
 import torch
 import triton
@@ -66,7 +66,7 @@ def _logits_kernel(q_ptr, k_ptr, w_ptr, len_ptr, out_ptr, stride_om, M, s0, cw,
         tl.store(optr, lg, mask=mm[:, None] & nm[None, :])
 
 
-# FOLD BEGIN: the top-k of dsa_topk/best_v20.py, written by gpu_worker/candidates/fold_topk.py
+# FOLD BEGIN: the top-k of dsa_topk/best_v21.py, written by gpu_worker/candidates/fold_topk.py
 
 
 @triton.jit
@@ -141,11 +141,11 @@ def _radix_top(d, active, k_rem, scr_ptr, SMALLT: tl.constexpr):
 
 
 @triton.jit
-def _approx_top(d, active, k_rem, scr_ptr, SMALLTA: tl.constexpr):
+def _approx_top(d, active, k_rem, scr_ptr, SMALLTA: tl.constexpr, COMPACT: tl.constexpr):
     """A lower bound t of the k_rem-th largest of d[active] (uint32) with #(d >= t) >= k_rem: two 8-bit
-    histogram levels of _radix_top (the second over the compacted members of the first level's bin);
-    t is the lower edge of the chosen second-level bin. KA needs no more: the threshold only has to
-    leave at least r samples above it."""
+    histogram levels of _radix_top (the second over the members of the first level's bin, compacted into
+    a SMALLTA tile when COMPACT: d is larger than that tile); t is the lower edge of the chosen
+    second-level bin. KA needs no more: the threshold only has to leave at least r samples above it."""
     hi = tl.max(tl.where(active, d, 0), 0)
     nbits = ((hi.to(tl.float32).to(tl.int32, bitcast=True) >> 23) - 126)
     sh = tl.minimum(tl.maximum(32 - nbits, 0), 31).to(tl.uint32)
@@ -153,7 +153,7 @@ def _approx_top(d, active, k_rem, scr_ptr, SMALLTA: tl.constexpr):
     top = (d >> 24).to(tl.int32)
     dsel, k_rem, cnt = _pick_n(tl.histogram(top, 256, mask=active), k_rem, 256)
     inb = active & (top == dsel)
-    if cnt <= SMALLTA:
+    if COMPACT and cnt <= SMALLTA:
         tl.store(scr_ptr + tl.cumsum(inb.to(tl.int32), 0) - 1, d.to(tl.int32, bitcast=True), mask=inb)
         tl.debug_barrier()
         o = tl.arange(0, SMALLTA)
@@ -161,6 +161,7 @@ def _approx_top(d, active, k_rem, scr_ptr, SMALLTA: tl.constexpr):
         d2 = tl.load(scr_ptr + o, mask=m2, other=0).to(tl.uint32, bitcast=True)
         h2 = tl.histogram(((d2 >> 16) & 255).to(tl.int32), 256, mask=m2)
     else:
+        # the tile itself is no larger: histogram it masked (no round trip through the scratch)
         h2 = tl.histogram(((d >> 16) & 255).to(tl.int32), 256, mask=inb)
     dsel2, k_rem = _pick(h2, k_rem, 256)
     return ((dsel.to(tl.uint32) << 24) | (dsel2.to(tl.uint32) << 16)) >> sh
@@ -193,7 +194,7 @@ def _ka_sample(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, rh_ptr, scr_ptr, N, K
         r = tl.minimum((k_eff * S * ALPHA_X2) // (2 * L) + BETA, S)
         # at least r samples >= thr (relative to the smallest sample, so that the first level spreads)
         lo_key = tl.min(key, 0)
-        thr = _approx_top(key - lo_key, key >= lo_key, r, scr_ptr + row * SMALLTA, SMALLTA) + lo_key
+        thr = _approx_top(key - lo_key, key >= lo_key, r, scr_ptr + row * SMALLTA, SMALLTA, SMALLTA < S) + lo_key
         span = tl.max(key, 0) - thr
     elif L > K:
         # a short row (at most FULL = SMALL values), read whole: thr just below a key t with at least k values
@@ -202,7 +203,7 @@ def _ka_sample(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, rh_ptr, scr_ptr, N, K
         m = f_ < L
         key = _key(tl.load(x_ptr + row.to(tl.int64) * stride_x + f_, mask=m, other=0.0))
         lo_key = tl.min(tl.where(m, key, tl.full([], 0xFFFFFFFF, tl.uint32)), 0)
-        t = _approx_top(key - lo_key, m, k_eff, scr_ptr + row * SMALLTA, SMALLTA) + lo_key
+        t = _approx_top(key - lo_key, m, k_eff, scr_ptr + row * SMALLTA, SMALLTA, SMALLTA < FULL) + lo_key
         thr = tl.maximum(t, 1) - 1
         span = tl.max(tl.where(m, key, 0), 0) - thr
     # the digit shift: (largest sample - thr) >> sh lands in [2^(SPAN_BITS-1), 2^SPAN_BITS); KB and KC
