@@ -1,9 +1,8 @@
 """Policy, range analysis, import and promotion on the real H200 reports committed under
-bench/results/h200/reports (`ark.report/1`, profile full, measured 2026-12-02; the top-k bests again 2026-12-03).
-The newest dsa_topk best (best_v19) has no report file here (the device returned only its records:
-bench/results/h200/logs/proof-2026-12-03d), so the top-k best's report is best_v17's, kept with its source.
+bench/results/h200/reports (`ark.report/1`, profile full, measured 2026-12-02; the top-k bests again 2026-12-03:
+dsa_topk/best and dsa_indexer_topk/best with best_v21's top-k; earlier bests are kept with their sources).
 
-What they say: dsa_topk/best_v17 is 4.6x the default top-k (geomean) and wins at every context, end to end
+What they say: dsa_topk/best is 5.3x the default top-k (geomean) and wins at every context, end to end
 too; dsa_topk/seed is slower; dsa_indexer_topk/seed is 2x faster overall but wins only below a
 crossover between 64K and 128K context, so it gets a route for that range alone.
 These pin the committed measurements: a re-measurement may move the figures asserted here."""
@@ -21,7 +20,7 @@ from loop.ranges import analyze, analyze_candidate
 ROOT = Path(__file__).resolve().parents[2]
 H200 = ROOT / "bench" / "results" / "h200"
 REPORTS = H200 / "reports"
-NAMES = ("dsa_topk__best_v17", "dsa_topk__seed", "dsa_indexer_topk__seed", "dsa_indexer_topk__best", "add_rmsnorm__seed")
+NAMES = ("dsa_topk__best", "dsa_topk__seed", "dsa_indexer_topk__seed", "dsa_indexer_topk__best", "add_rmsnorm__seed")
 pytestmark = pytest.mark.skipif(not all((REPORTS / f"{n}.json").is_file() for n in NAMES),
                                 reason="the H200 reports are not committed under bench/results/h200/reports")
 
@@ -33,7 +32,7 @@ def real(name):
 def test_every_committed_report_is_judged_and_measured_on_an_h200():
     outcomes = {name: decide(real(name), RunPolicy()) for name in NAMES}
     assert {name: o.reason_code for name, o in outcomes.items()} == {
-        "dsa_topk__best_v17": "faster", "dsa_topk__seed": "slower", "dsa_indexer_topk__seed": "faster",
+        "dsa_topk__best": "faster", "dsa_topk__seed": "slower", "dsa_indexer_topk__seed": "faster",
         "dsa_indexer_topk__best": "faster", "add_rmsnorm__seed": "faster"}
     assert all(real(name)["hardware"]["gpu"] == "NVIDIA H200" for name in NAMES)
 
@@ -47,7 +46,7 @@ def test_the_noise_floor_comes_from_the_reports_own_aa_spread():
 
 
 def test_the_best_top_k_wins_at_every_context_and_takes_the_whole_axis():
-    analysis = analyze(real("dsa_topk__best_v17"), axis="n_ctx", baseline="default")
+    analysis = analyze(real("dsa_topk__best"), axis="n_ctx", baseline="default")
     assert {p.status for p in analysis.points} == {"win"}
     assert list(analysis.routes) == [{"lo": 0, "hi": None, "kernel": "candidate"}]
 
@@ -78,15 +77,18 @@ def test_import_reports_loads_the_committed_folder_as_labelled_finished_runs(imp
         assert (run.status, run.imported_device, run.imported_date) == ("finished", "NVIDIA H200", days[name])
         assert run.hardware == "h200" and run.proposer_settings["records"]
     topk = {c.proposal["file"]: c for c in imported["dsa_topk"].candidates.all()}
-    assert (topk["dsa_topk__best_v17.json"].status, topk["dsa_topk__seed.json"].status) == ("kept", "reverted")
-    indexer_best = imported["dsa_indexer_topk"].candidates.get(proposal__file="dsa_indexer_topk__best.json")
-    best_source = (ROOT / "gpu_worker/candidates/dsa_indexer_topk/best.py").read_text()
-    assert indexer_best.source == best_source  # read from the path in the .cmd file
+    assert (topk["dsa_topk__best.json"].status, topk["dsa_topk__seed.json"].status) == ("kept", "reverted")
+    for target in ("dsa_topk", "dsa_indexer_topk"):
+        best = imported[target].candidates.get(proposal__file=f"{target}__best.json")
+        best_source = (ROOT / f"gpu_worker/candidates/{target}/best.py").read_text()
+        assert best.source == best_source  # read from the path in the .cmd file
     # a report measured from an earlier best.py reads the source kept beside it, not today's best.py
-    for name in ("dsa_topk__best_v12v6", "dsa_topk__best_v17"):
+    indexer = {c.proposal["file"]: c for c in imported["dsa_indexer_topk"].candidates.all()}
+    for name, by_file in (("dsa_topk__best_v12v6", topk), ("dsa_topk__best_v17", topk),
+                          ("dsa_indexer_topk__best_v17v6", indexer)):
         kept_source = (ROOT / f"bench/results/h200/reports/{name}.py").read_text()
-        today = (ROOT / "gpu_worker/candidates/dsa_topk/best.py").read_text()
-        assert topk[f"{name}.json"].source == kept_source != today
+        today = (ROOT / f"gpu_worker/candidates/{name.split('__')[0]}/best.py").read_text()
+        assert by_file[f"{name}.json"].source == kept_source != today
 
 
 def test_a_real_crossover_candidate_is_promoted_for_its_range_and_dispatch_serves_it(
@@ -103,7 +105,7 @@ def test_a_real_crossover_candidate_is_promoted_for_its_range_and_dispatch_serve
     assert [(r.lo, r.hi, r.kernel is not None) for r in parsed.routes] == [
         (0, routes[0]["hi"], True), (routes[0]["hi"], None, False)]
 
-    topk_best = imported["dsa_topk"].candidates.get(proposal__file="dsa_topk__best_v17.json")
+    topk_best = imported["dsa_topk"].candidates.get(proposal__file="dsa_topk__best.json")
     with django_capture_on_commit_callbacks(execute=True):
         deployment_promote(actor=dana, candidate=topk_best, routes=analyze_candidate(topk_best).routes, note="")
     dispatcher = Dispatcher("dsa_topk")

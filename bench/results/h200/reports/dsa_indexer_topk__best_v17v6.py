@@ -1,0 +1,581 @@
+"""dsa_indexer_topk best: the logits kernel of best_v6.py (f32 logits [M, N] written once, each program only up to
+the longest row it holds), then the top-k of dsa_topk/best_v17.py (copied between the FOLD markers by
+gpu_worker/candidates/fold_topk.py: a candidate is one file), with its parameters prefixed TK_.
+History: round 4 (best_v10's top-k: 297 us at 64 x 128K on the H200), round 5 (best_v12's: 284.6 us), round 6
+(best_v17's, for every M: best_v6's top-k is no longer used). This file's own figures: bench/results/h200/latest.md.
+"""
+import torch
+import triton
+import triton.language as tl
+
+PARAMS = {"ROWS": 4, "BLOCK_N": 64, "N_PER_PROG": 4096, "TRANS": 1, "num_warps": 8, "num_stages": 3,
+          "TK_BLOCK": 1024, "TK_TARGET_CTAS": 1024, "TK_MAX_C": 64, "TK_num_warps": 4, "TK_SMALL": 4096, "TK_SEL_WARPS": 16, "TK_NS": 128, "TK_G": 16, "TK_ALPHA_X2": 3, "TK_BETA": 12, "TK_ATOMIC": 1, "TK_SMALLT": 512, "TK_MIN_C": 16, "TK_SMALLR": 512, "TK_SPAN_BITS": 9, "TK_SMALLTA": 1024, "TK_HREG": 0, "TK_KD_WARPS": 4, "TK_PF": 1, "TK_SCAN_MAX_ROWS": 0, "TK_KA_WARPS": 8, "TK_PDL": 1}
+SPACE = {"ROWS": [1, 2, 4], "BLOCK_N": [64, 128, 256], "N_PER_PROG": [1024, 2048, 4096, 8192], "TRANS": [0, 1],
+         "num_warps": [4, 8], "num_stages": [2, 3, 4], "TK_NS": [128, 256], "TK_SEL_WARPS": [8, 16],
+         "TK_SPAN_BITS": [8, 9, 10], "TK_PDL": [0, 1]}
+
+H_IDX = 64
+D_IDX = 128
+
+
+@triton.jit
+def _logits_kernel(q_ptr, k_ptr, w_ptr, len_ptr, out_ptr, stride_om, M, s0, cw,
+                   H: tl.constexpr, D: tl.constexpr, ROWS: tl.constexpr, BLOCK_N: tl.constexpr,
+                   N_PER_PROG: tl.constexpr, TRANS: tl.constexpr, UPCAST: tl.constexpr):
+    """out[m, j] = I[m, s0 + j] for j < cw (only up to the longest row of this program)."""
+    pid_m = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    RH: tl.constexpr = ROWS * H
+    qr = pid_m * RH + tl.arange(0, RH)
+    qm = qr < M * H
+    dd = tl.arange(0, D)
+    q = tl.load(q_ptr + qr.to(tl.int64)[:, None] * D + dd[None, :], mask=qm[:, None], other=0.0)
+    if UPCAST:  # CPU interpreter only: its bf16 tl.dot is wrong; bf16 products are exact in f32
+        q = q.to(tl.float32)
+    w = tl.load(w_ptr + qr, mask=qm, other=0.0)
+    mrows = pid_m * ROWS + tl.arange(0, ROWS)
+    mm = mrows < M
+    lmax = tl.max(tl.load(len_ptr + mrows, mask=mm, other=0), 0)
+    n_lo = pid_n * N_PER_PROG
+    n_hi = tl.minimum(tl.minimum(n_lo + N_PER_PROG, cw), lmax - s0)
+    if TRANS:
+        qt = tl.trans(q)
+    for n0 in range(n_lo, n_hi, BLOCK_N):
+        offs_n = n0 + tl.arange(0, BLOCK_N)
+        nm = offs_n < n_hi
+        kb = tl.load(k_ptr + (s0 + offs_n).to(tl.int64)[:, None] * D + dd[None, :], mask=nm[:, None], other=0.0)
+        if UPCAST:
+            kb = kb.to(tl.float32)
+        if TRANS:
+            s = tl.dot(kb, qt)                                   # [BLOCK_N, RH]
+            s = tl.maximum(s, 0.0) * w[None, :]
+            if ROWS == 1:
+                lg = tl.sum(s, 1)[None, :]
+            else:
+                lg = tl.trans(tl.sum(tl.reshape(s, [BLOCK_N, ROWS, H]), 2))
+        else:
+            s = tl.dot(q, tl.trans(kb))                          # [RH, BLOCK_N]
+            s = tl.maximum(s, 0.0) * w[:, None]
+            if ROWS == 1:
+                lg = tl.sum(s, 0)[None, :]
+            else:
+                lg = tl.sum(tl.reshape(s, [ROWS, H, BLOCK_N]), 1)
+        optr = out_ptr + mrows.to(tl.int64)[:, None] * stride_om + offs_n[None, :]
+        tl.store(optr, lg, mask=mm[:, None] & nm[None, :])
+
+
+# FOLD BEGIN: the top-k of dsa_topk/best_v17.py, written by gpu_worker/candidates/fold_topk.py
+
+
+@triton.jit
+def _key(x):
+    b = x.to(tl.int32, bitcast=True)
+    b = tl.where(x == 0.0, 0, b)
+    kk = b ^ ((b >> 31) | -2147483648)
+    return kk.to(tl.uint32, bitcast=True)
+
+
+@triton.jit
+def _row_len(len_ptr, row, N, K):
+    L = tl.minimum(tl.maximum(tl.load(len_ptr + row), 0), N)
+    return L, tl.minimum(K, L)
+
+
+@triton.jit
+def _pick(hist, k_rem, NB: tl.constexpr):
+    # the largest digit d with #(digit >= d) >= k_rem; k_rem left for the elements of digit d
+    bins = tl.arange(0, NB)
+    ge = tl.cumsum(hist, 0, reverse=True)
+    dsel = tl.max(tl.where(ge >= k_rem, bins, 0), 0)
+    gt = tl.sum(tl.where(bins > dsel, hist, 0), 0)
+    return dsel, k_rem - gt
+
+
+@triton.jit
+def _pick_n(hist, k_rem, NB: tl.constexpr):
+    bins = tl.arange(0, NB)
+    dsel, k_rem = _pick(hist, k_rem, NB)
+    return dsel, k_rem, tl.sum(tl.where(bins == dsel, hist, 0), 0)
+
+
+@triton.jit
+def _levels(d, active, k_rem, prefix):
+    """Digits 2..4 (bits 23..0) of the radix select whose first digit is prefix's top byte."""
+    pmask = tl.full([], 0xFF000000, tl.uint32)
+    for s in tl.static_range(16, -8, -8):
+        hist = tl.histogram(((d >> s) & 255).to(tl.int32), 256, mask=active & ((d & pmask) == prefix))
+        dsel, k_rem = _pick(hist, k_rem, 256)
+        prefix = prefix | (dsel.to(tl.uint32) << s)
+        pmask = pmask | tl.full([], 255 << s, tl.uint32)
+    return prefix, k_rem
+
+
+@triton.jit
+def _radix_top(d, active, k_rem, scr_ptr, SMALLT: tl.constexpr):
+    """Exact k_rem-th largest of d[active] (uint32) by four 8-bit histogram levels.
+    Returns (T, need): T the value, need how many elements equal to T belong to the top k_rem.
+    tl.histogram costs per element of the tile, masked or not, and more when many elements hit one
+    bin. So the values are first shifted left until the largest uses the top bit (the first level
+    then spreads over its 256 bins), and the members of the chosen first-level bin (usually tens)
+    are compacted through scr_ptr into a SMALLT tile for the last three levels."""
+    hi = tl.max(tl.where(active, d, 0), 0)
+    nbits = ((hi.to(tl.float32).to(tl.int32, bitcast=True) >> 23) - 126)   # >= bit length of hi (or 1 more)
+    sh = tl.minimum(tl.maximum(32 - nbits, 0), 31).to(tl.uint32)
+    d = d << sh
+    top = (d >> 24).to(tl.int32)
+    dsel, k_rem, cnt = _pick_n(tl.histogram(top, 256, mask=active), k_rem, 256)
+    prefix = dsel.to(tl.uint32) << 24
+    inb = active & (top == dsel)
+    if cnt <= SMALLT:
+        tl.store(scr_ptr + tl.cumsum(inb.to(tl.int32), 0) - 1, d.to(tl.int32, bitcast=True), mask=inb)
+        tl.debug_barrier()   # bar.sync: the CTA's global stores are visible to the CTA
+        o = tl.arange(0, SMALLT)
+        m2 = o < cnt
+        d2 = tl.load(scr_ptr + o, mask=m2, other=0).to(tl.uint32, bitcast=True)
+        prefix, k_rem = _levels(d2, m2, k_rem, prefix)
+    else:
+        prefix, k_rem = _levels(d, inb, k_rem, prefix)
+    return prefix >> sh, k_rem
+
+
+@triton.jit
+def _approx_top(d, active, k_rem, scr_ptr, SMALLTA: tl.constexpr):
+    """A lower bound t of the k_rem-th largest of d[active] (uint32) with #(d >= t) >= k_rem: two 8-bit
+    histogram levels of _radix_top (the second over the compacted members of the first level's bin);
+    t is the lower edge of the chosen second-level bin. KA needs no more: the threshold only has to
+    leave at least r samples above it."""
+    hi = tl.max(tl.where(active, d, 0), 0)
+    nbits = ((hi.to(tl.float32).to(tl.int32, bitcast=True) >> 23) - 126)
+    sh = tl.minimum(tl.maximum(32 - nbits, 0), 31).to(tl.uint32)
+    d = d << sh
+    top = (d >> 24).to(tl.int32)
+    dsel, k_rem, cnt = _pick_n(tl.histogram(top, 256, mask=active), k_rem, 256)
+    inb = active & (top == dsel)
+    if cnt <= SMALLTA:
+        tl.store(scr_ptr + tl.cumsum(inb.to(tl.int32), 0) - 1, d.to(tl.int32, bitcast=True), mask=inb)
+        tl.debug_barrier()
+        o = tl.arange(0, SMALLTA)
+        m2 = o < cnt
+        d2 = tl.load(scr_ptr + o, mask=m2, other=0).to(tl.uint32, bitcast=True)
+        h2 = tl.histogram(((d2 >> 16) & 255).to(tl.int32), 256, mask=m2)
+    else:
+        h2 = tl.histogram(((d >> 16) & 255).to(tl.int32), 256, mask=inb)
+    dsel2, k_rem = _pick(h2, k_rem, 256)
+    return ((dsel.to(tl.uint32) << 24) | (dsel2.to(tl.uint32) << 16)) >> sh
+
+
+@triton.jit
+def _ka_sample(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, rh_ptr, scr_ptr, N, K, SMALL, C, NS: tl.constexpr,
+               G: tl.constexpr, ALPHA_X2: tl.constexpr, BETA: tl.constexpr, CB: tl.constexpr,
+               SMALLTA: tl.constexpr, SPAN_BITS: tl.constexpr, PDL: tl.constexpr):
+    row = tl.program_id(0)
+    if PDL:
+        tl.extra.cuda.gdc_launch_dependents()     # KB may start now: it waits for this grid before reading its output
+    L, k_eff = _row_len(len_ptr, row, N, K)
+    cs_ = tl.arange(0, CB)
+    tl.store(cnt_ptr + row * C + cs_, tl.zeros([CB], dtype=tl.int32), mask=cs_ < C)
+    tl.store(rh_ptr + row * 256 + tl.arange(0, 256), tl.zeros([256], dtype=tl.int32))
+    S: tl.constexpr = NS * G
+    s_ = tl.arange(0, S)
+    thr = tl.zeros([], dtype=tl.uint32)
+    span = tl.zeros([], dtype=tl.uint32)
+    if L > SMALL:
+        gap = tl.multiple_of(L // NS // G * G, G)       # groups start at multiples of G: wide loads
+        key = _key(tl.load(x_ptr + row.to(tl.int64) * stride_x + (s_ // G) * gap + s_ % G))
+        r = tl.minimum((k_eff * S * ALPHA_X2) // (2 * L) + BETA, S)
+        # at least r samples >= thr (relative to the smallest sample, so that the first level spreads)
+        lo_key = tl.min(key, 0)
+        thr = _approx_top(key - lo_key, key >= lo_key, r, scr_ptr + row * SMALLTA, SMALLTA) + lo_key
+        span = tl.max(key, 0) - thr
+    elif (L > K) & (L <= S):
+        # a short row, read whole: every value is a candidate (thr just below the smallest key)
+        m = s_ < L
+        key = _key(tl.load(x_ptr + row.to(tl.int64) * stride_x + s_, mask=m, other=0.0))
+        thr = tl.maximum(tl.min(tl.where(m, key, tl.full([], 0xFFFFFFFF, tl.uint32)), 0), 1) - 1
+        span = tl.max(tl.where(m, key, 0), 0) - thr
+    # the digit shift: (largest sample - thr) >> sh lands in [2^(SPAN_BITS-1), 2^SPAN_BITS); KB and KC
+    # clamp digits to 255, so the top of that span shares the last digit (far above the k-th value)
+    nb = (span.to(tl.float32).to(tl.int32, bitcast=True) >> 23) - 126
+    sh = tl.where(span > 0, tl.minimum(tl.maximum(nb - SPAN_BITS, 0), 31), 24)
+    tl.store(thr_ptr + row * 2, thr.to(tl.int32, bitcast=True))
+    tl.store(thr_ptr + row * 2 + 1, sh)
+
+
+@triton.jit
+def _kb_block(key, offs, m, thr, sh, n_gt, hist, cnt_at, ck_reg, ci_reg, RC, BLOCK: tl.constexpr,
+              ATOMIC: tl.constexpr, HREG: tl.constexpr):
+    """One block of KB's scan: candidates (key > thr) to the program's region."""
+    is_gt = m & (key > thr)
+    if ATOMIC:
+        # a slot per candidate from the program's own counter (KA zeroed it): no block scan
+        p = tl.atomic_add(cnt_at + tl.zeros([BLOCK], dtype=tl.int32), 1, mask=is_gt, sem="relaxed")
+    else:
+        p = n_gt + tl.cumsum(is_gt.to(tl.int32), 0) - 1
+        n_gt += tl.sum(is_gt.to(tl.int32), 0)
+    w = is_gt & (p < RC)
+    tl.store(ck_reg + p, key.to(tl.int32, bitcast=True), mask=w)
+    tl.store(ci_reg + p, offs, mask=w)
+    if HREG:
+        hist += tl.histogram(tl.minimum((key - thr) >> sh, 255).to(tl.int32), 256, mask=is_gt)
+    return n_gt, hist
+
+
+@triton.jit
+def _kb_filter(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, hist_ptr, rh_ptr, N, K, C,
+               RC, BLOCK: tl.constexpr, ATOMIC: tl.constexpr, HB: tl.constexpr, HREG: tl.constexpr, PF: tl.constexpr,
+               PDL: tl.constexpr):
+    row = tl.program_id(0)
+    c = tl.program_id(1)
+    x_row = x_ptr + row.to(tl.int64) * stride_x
+    reg = (row * C + c).to(tl.int64) * RC
+    cnt_at = cnt_ptr + row * C + c
+    L, _ = _row_len(len_ptr, row, N, K)
+    ch = tl.cdiv(tl.cdiv(L, C), 64) * 64      # each row split evenly over its C programs
+    lo = tl.multiple_of(c * ch, 64)
+    hi = tl.minimum(lo + ch, L)
+    n_gt = 0
+    hist = tl.zeros([256], dtype=tl.int32)
+    ck_reg = ck_ptr + reg
+    ci_reg = ci_ptr + reg
+    # whole blocks load unmasked: a mask against the row's length (any value) would split every load into
+    # 4-byte ones; lo is a multiple of 64 and so is every start, so these loads are 16 bytes wide
+    mid = lo + tl.maximum(hi - lo, 0) // BLOCK * BLOCK
+    ar = tl.arange(0, BLOCK)
+    if PF:
+        # the first block's load goes out before the wait for KA (the logits are the caller's input)
+        nxt = tl.load(x_row + lo + ar, mask=ar < mid - lo, other=0.0)
+    if PDL:
+        tl.extra.cuda.gdc_wait()       # KA's threshold, zeroed counters and row histogram are visible after this
+        tl.extra.cuda.gdc_launch_dependents()
+    thr = tl.load(thr_ptr + row * 2).to(tl.uint32, bitcast=True)
+    sh = tl.load(thr_ptr + row * 2 + 1).to(tl.uint32)
+    if PF:
+        # the next block's load is issued before this block's slots are taken (an atomic's or a scan's
+        # latency), so the two overlap; masks against mid keep 16-byte loads (mid - lo is whole blocks)
+        for start in range(lo, mid, BLOCK):
+            cur = nxt
+            offs = start + ar
+            nxt = tl.load(x_row + offs + BLOCK, mask=offs + BLOCK < mid, other=0.0)
+            n_gt, hist = _kb_block(_key(cur), offs, offs < hi, thr, sh, n_gt, hist, cnt_at, ck_reg,
+                                           ci_reg, RC, BLOCK, ATOMIC, HREG)
+    else:
+        for start in range(lo, mid, BLOCK):
+            offs = start + tl.arange(0, BLOCK)
+            key = _key(tl.load(x_row + offs))
+            n_gt, hist = _kb_block(key, offs, offs < hi, thr, sh, n_gt, hist, cnt_at, ck_reg,
+                                           ci_reg, RC, BLOCK, ATOMIC, HREG)
+    if mid < hi:
+        offs = mid + tl.arange(0, BLOCK)
+        m = offs < hi
+        key = _key(tl.load(x_row + offs, mask=m, other=0.0))
+        n_gt, hist = _kb_block(key, offs, m, thr, sh, n_gt, hist, cnt_at, ck_reg, ci_reg,
+                                       RC, BLOCK, ATOMIC, HREG)
+    if ATOMIC:
+        tl.debug_barrier()
+        n_gt = tl.atomic_add(cnt_at, 0)          # the final count, after every program's atomics
+    else:
+        tl.store(cnt_at, n_gt)
+    if not HREG:
+        # the row-wide digit histogram of this program's candidates, re-read from its region
+        tl.debug_barrier()
+        for s in range(0, tl.minimum(n_gt, RC), HB):
+            o = s + tl.arange(0, HB)
+            m = o < tl.minimum(n_gt, RC)
+            key = tl.load(ck_ptr + reg + o, mask=m, other=0).to(tl.uint32, bitcast=True)
+            hist += tl.histogram(tl.minimum((key - thr) >> sh, 255).to(tl.int32), 256, mask=m)
+    # the row's digit histogram (integer atomics: exact, order-free) and this program's suffix counts
+    # #(digit >= b), from which KD reads its offsets in two columns
+    hb = tl.arange(0, 256)
+    tl.atomic_add(rh_ptr + row * 256 + hb, hist, mask=hist > 0, sem="relaxed")
+    tl.store(hist_ptr + (row * C + c) * 256 + hb, tl.cumsum(hist, 0, reverse=True))
+
+
+@triton.jit
+def _fallback_row(x_row, o_row, L, k_eff, BLOCK: tl.constexpr):
+    """seed.py's exact one-program select over the whole row (only for rows whose sample misled)."""
+    prefix = tl.zeros([], dtype=tl.uint32)
+    pmask = tl.zeros([], dtype=tl.uint32)
+    k_rem = k_eff
+    for s in tl.static_range(24, -8, -8):
+        hist = tl.zeros([256], dtype=tl.int32)
+        for start in range(0, L, BLOCK):
+            offs = start + tl.arange(0, BLOCK)
+            m = offs < L
+            key = _key(tl.load(x_row + offs, mask=m, other=0.0))
+            hist += tl.histogram(((key >> s) & 255).to(tl.int32), 256, mask=m & ((key & pmask) == prefix))
+        dsel, k_rem = _pick(hist, k_rem, 256)
+        prefix = prefix | (dsel.to(tl.uint32) << s)
+        pmask = pmask | tl.full([], 255 << s, tl.uint32)
+    n_gt = k_eff - k_rem
+    cnt_gt = 0
+    cnt_eq = 0
+    for start in range(0, L, BLOCK):
+        offs = start + tl.arange(0, BLOCK)
+        m = offs < L
+        key = _key(tl.load(x_row + offs, mask=m, other=0.0))
+        is_gt = m & (key > prefix)
+        is_eq = m & (key == prefix)
+        v = is_gt.to(tl.int32) + (is_eq.to(tl.int32) << 16)
+        cs = tl.cumsum(v, 0)
+        tl.store(o_row + cnt_gt + (cs & 65535) - 1, offs, mask=is_gt)
+        ce = cnt_eq + (cs >> 16)
+        tl.store(o_row + n_gt + ce - 1, offs, mask=is_eq & (ce <= k_rem))
+        tot = tl.sum(v, 0)
+        cnt_gt += tot & 65535
+        cnt_eq += tot >> 16
+
+
+@triton.jit
+def _rank_store(rs, cnt, k_rem, o_at, R: tl.constexpr, SMALLR: tl.constexpr):
+    """The first k_rem of the cnt <= R (key, index) pairs at rs (keys) and rs + SMALLR (indices), ordered
+    by key descending then index ascending, each ranked against all R in 64 x R tiles; their indices
+    go to o_at."""
+    oj = tl.arange(0, R)
+    mj = oj < cnt
+    kj = tl.load(rs + oj, mask=mj, other=0).to(tl.uint32, bitcast=True)[None, :]
+    ij = tl.load(rs + SMALLR + oj, mask=mj, other=0)[None, :]
+    done = 0
+    for i0 in range(0, cnt, 64):
+        oi = i0 + tl.arange(0, 64)
+        mi = oi < cnt
+        ki = tl.load(rs + oi, mask=mi, other=0).to(tl.uint32, bitcast=True)[:, None]
+        ii = tl.load(rs + SMALLR + oi, mask=mi, other=0)
+        ahead = mj[None, :] & ((kj > ki) | ((kj == ki) & (ij < ii[:, None])))
+        sel = mi & (tl.sum(ahead.to(tl.int32), 1) < k_rem)
+        cs = tl.cumsum(sel.to(tl.int32), 0)
+        tl.store(o_at + done + cs - 1, ii, mask=sel)
+        done += tl.sum(sel.to(tl.int32), 0)
+
+
+@triton.jit
+def _kd_place(len_ptr, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, hist_ptr, rh_ptr, rscr_ptr, info_ptr, out_ptr, stride_o, N, K, C,
+              RC, CB: tl.constexpr, RT: tl.constexpr, SMALLR: tl.constexpr, PDL: tl.constexpr):
+    """grid (M, C): KC's two common cases spread over the row's C programs, each placing its own region.
+    Every program of a row reads the same counts and tables and so reaches the same decision:
+      mode 1, n_gt == k_eff: every candidate, at the offset of the regions before it.
+      mode 2, path A with a chosen digit dsel < 255 of at most SMALLR members: its candidates of a larger
+        digit go to the output, its members of dsel to the row's rank scratch, at offsets summed from the
+        tables of the programs before it (no atomics: deterministic). KC ranks the members.
+      mode 0: anything else (and regions of more than RT candidates): KC does the whole row as before.
+    Program 0 of the row records the mode, k_rem and the member count for KC."""
+    if PDL:
+        tl.extra.cuda.gdc_wait()       # KB's regions, counts and tables
+        tl.extra.cuda.gdc_launch_dependents()
+    row = tl.program_id(0)
+    c = tl.program_id(1)
+    _, k_eff = _row_len(len_ptr, row, N, K)
+    thr = tl.load(thr_ptr + row * 2).to(tl.uint32, bitcast=True)
+    sh = tl.load(thr_ptr + row * 2 + 1).to(tl.uint32)
+    cs_ = tl.arange(0, CB)
+    cmask = cs_ < C
+    gts = tl.load(cnt_ptr + row * C + cs_, mask=cmask, other=0)
+    n_gt = tl.sum(gts, 0)
+    dsel, k_rem, cnt = _pick_n(tl.load(rh_ptr + row * 256 + tl.arange(0, 256)), k_eff, 256)
+    ok = tl.max(gts, 0) <= tl.minimum(RC, RT)
+    mode = tl.where(ok & (n_gt == k_eff), 1, tl.where(ok & (n_gt > k_eff) & (dsel < 255) & (cnt <= SMALLR), 2, 0))
+    if c == 0:
+        tl.store(info_ptr + row * 4, mode)
+        tl.store(info_ptr + row * 4 + 1, k_rem)
+        tl.store(info_ptr + row * 4 + 2, cnt)
+    if mode != 0:
+        before = cs_ < c
+        n_c = tl.sum(tl.where(cs_ == c, gts, 0), 0)
+        o = tl.arange(0, RT)
+        live = o < n_c
+        reg = (row * C + c).to(tl.int64) * RC
+        o_row = out_ptr + row.to(tl.int64) * stride_o
+        idx = tl.load(ci_ptr + reg + o, mask=live, other=0)
+        if mode == 1:
+            off = tl.sum(tl.where(before, gts, 0), 0)
+            tl.store(o_row + off + tl.cumsum(live.to(tl.int32), 0) - 1, idx, mask=live)
+        else:
+            key = tl.load(ck_ptr + reg + o, mask=live, other=0).to(tl.uint32, bitcast=True)
+            dg = tl.minimum((key - thr) >> sh, 255).to(tl.int32)
+            gt = live & (dg > dsel)
+            inb = live & (dg == dsel)
+            # suffix counts of the programs before this one at dsel + 1 (above dsel) and dsel
+            sfx = hist_ptr + (row * C + cs_) * 256
+            s_gt = tl.load(sfx + dsel + 1, mask=before, other=0)
+            off_gt = tl.sum(s_gt, 0)
+            off_eq = tl.sum(tl.load(sfx + dsel, mask=before, other=0) - s_gt, 0)
+            v = tl.cumsum(gt.to(tl.int32) + (inb.to(tl.int32) << 16), 0)   # both positions in one scan
+            tl.store(o_row + off_gt + (v & 65535) - 1, idx, mask=gt)
+            rs = rscr_ptr + row * 2 * SMALLR + off_eq + (v >> 16) - 1
+            tl.store(rs, key.to(tl.int32, bitcast=True), mask=inb)
+            tl.store(rs + SMALLR, idx, mask=inb)
+
+
+@triton.jit
+def _kc_select(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, rh_ptr, scr_ptr, rscr_ptr, info_ptr,
+               out_ptr, stride_o, N, K, C, RC, CB: tl.constexpr, TILE: tl.constexpr, BLOCK: tl.constexpr,
+               KBLOCK: tl.constexpr, SMALLT: tl.constexpr, SMALLR: tl.constexpr, PDL: tl.constexpr):
+    if PDL:
+        tl.extra.cuda.gdc_wait()       # KD's placements and decisions
+    row = tl.program_id(0)
+    o_row = out_ptr + row.to(tl.int64) * stride_o
+    L, k_eff = _row_len(len_ptr, row, N, K)
+    mode = tl.load(info_ptr + row * 4)
+    if mode == 2:
+        # KD placed the candidates above digit dsel and gathered its members: rank them
+        k_rem = tl.load(info_ptr + row * 4 + 1)
+        cnt = tl.load(info_ptr + row * 4 + 2)
+        rs = rscr_ptr + row * 2 * SMALLR
+        if cnt <= 64:
+            _rank_store(rs, cnt, k_rem, o_row + (k_eff - k_rem), 64, SMALLR)
+        else:
+            _rank_store(rs, cnt, k_rem, o_row + (k_eff - k_rem), SMALLR, SMALLR)
+    elif mode == 0:
+        _kc_row(x_ptr, stride_x, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, rh_ptr, scr_ptr, rscr_ptr, o_row, row, L, k_eff,
+                C, RC, CB, TILE, BLOCK, SMALLT, SMALLR)
+    for start in range(0, K, KBLOCK):
+        o3 = start + tl.arange(0, KBLOCK)
+        tl.store(o_row + o3, tl.full([KBLOCK], -1, tl.int32), mask=(o3 >= k_eff) & (o3 < K))
+
+
+@triton.jit
+def _kc_row(x_ptr, stride_x, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, rh_ptr, scr_ptr, rscr_ptr, o_row, row, L, k_eff,
+            C, RC, CB: tl.constexpr, TILE: tl.constexpr, BLOCK: tl.constexpr, SMALLT: tl.constexpr,
+            SMALLR: tl.constexpr):
+    """best_v10's KC for one row (the rows KD left: mode 0)."""
+    x_row = x_ptr + row.to(tl.int64) * stride_x
+    thr = tl.load(thr_ptr + row * 2).to(tl.uint32, bitcast=True)
+    sh = tl.load(thr_ptr + row * 2 + 1).to(tl.uint32)
+    # the candidate tile, 1-D: slot j of program c's region is live when j < n_gt[c]
+    offs = tl.arange(0, TILE)
+    c_of = offs // RC
+    cm = c_of < C
+    n_c = tl.load(cnt_ptr + row * C + c_of, mask=cm, other=0)
+    live = cm & (offs % RC < n_c)
+    cs_ = tl.arange(0, CB)
+    gts = tl.load(cnt_ptr + row * C + cs_, mask=cs_ < C, other=0)
+    n_gt = tl.sum(gts, 0)
+    overflow = tl.max(gts, 0) > RC
+    slot = (row * C).to(tl.int64) * RC + offs
+    if overflow:
+        _fallback_row(x_row, o_row, L, k_eff, BLOCK)
+    elif n_gt == k_eff:
+        # every candidate (short rows: all their values)
+        idx = tl.load(ci_ptr + slot, mask=live, other=0)
+        tl.store(o_row + tl.cumsum(live.to(tl.int32), 0) - 1, idx, mask=live)
+    elif n_gt > k_eff:
+        # A: the top k_eff of the candidates; of the keys equal to the k-th, the smallest indices
+        key = tl.load(ck_ptr + slot, mask=live, other=0).to(tl.uint32, bitcast=True)
+        idx = tl.load(ci_ptr + slot, mask=live, other=0)
+        hist = tl.load(rh_ptr + row * 256 + tl.arange(0, 256))
+        dsel, k_rem, cnt = _pick_n(hist, k_eff, 256)
+        if (dsel < 255) & (cnt <= SMALLR):
+            # every candidate of a larger digit; the members of digit dsel ranked pairwise
+            dg = tl.minimum((key - thr) >> sh, 255).to(tl.int32)
+            gt = live & (dg > dsel)
+            inb = live & (dg == dsel)
+            p = tl.cumsum(inb.to(tl.int32), 0) - 1
+            rs = rscr_ptr + row * 2 * SMALLR
+            tl.store(rs + p, key.to(tl.int32, bitcast=True), mask=inb)
+            tl.store(rs + SMALLR + p, idx, mask=inb)
+            tl.debug_barrier()   # bar.sync: the CTA's global stores are visible to the CTA
+            if cnt <= 64:
+                _rank_store(rs, cnt, k_rem, o_row + (k_eff - k_rem), 64, SMALLR)
+            else:
+                _rank_store(rs, cnt, k_rem, o_row + (k_eff - k_rem), SMALLR, SMALLR)
+            tl.store(o_row + tl.cumsum(gt.to(tl.int32), 0) - 1, idx, mask=gt)
+        else:
+            # heavy ties or clustered values in one digit: best_v8's radix select
+            t, need = _radix_top(key - thr, live, k_eff, scr_ptr + row * 3 * SMALLT + SMALLT, SMALLT)
+            t = t + thr
+            gt = live & (key > t)
+            eq = live & (key == t)
+            if tl.sum(eq.to(tl.int32), 0) > need:
+                inv = (L - 1 - idx).to(tl.uint32)      # larger for smaller indices
+                ti, _ = _radix_top(inv, eq, need, scr_ptr + row * 3 * SMALLT + 2 * SMALLT, SMALLT)
+                eq = eq & (inv >= ti)
+            sel = gt | eq
+            tl.store(o_row + tl.cumsum(sel.to(tl.int32), 0) - 1, idx, mask=sel)
+    else:
+        # B: every candidate, then the first k_eff - n_gt values equal to thr, in index order
+        idx = tl.load(ci_ptr + slot, mask=live, other=0)
+        tl.store(o_row + tl.cumsum(live.to(tl.int32), 0) - 1, idx, mask=live)
+        need = k_eff - n_gt
+        found = 0
+        start = 0
+        while (found < need) & (start < L):
+            o2 = start + tl.arange(0, BLOCK)
+            m = o2 < L
+            eq = m & (_key(tl.load(x_row + o2, mask=m, other=0.0)) == thr)
+            cs = tl.cumsum(eq.to(tl.int32), 0)
+            tl.store(o_row + n_gt + found + cs - 1, o2, mask=eq & (found + cs <= need))
+            found += tl.sum(eq.to(tl.int32), 0)
+            start += BLOCK
+        if found < need:
+            # fewer values == thr than needed: the sample misled (thr above the k-th value)
+            _fallback_row(x_row, o_row, L, k_eff, BLOCK)
+
+
+def _topk(logits, lengths, k, out, BLOCK, TARGET_CTAS, MAX_C, num_warps, SMALL, SEL_WARPS, NS, G,
+              ALPHA_X2, BETA, ATOMIC=0, SMALLT=512, MIN_C=16, SMALLR=512, SPAN_BITS=9, SMALLTA=1024, HREG=0,
+              KD_WARPS=4, PF=1, SCAN_MAX_ROWS=8, KA_WARPS=8, PDL=1):
+    M, N = logits.shape
+    dev = logits.device
+    assert BLOCK <= 32768 and N < 2 ** 31 and NS * G <= SMALL and MAX_C in (1, 2, 4, 8, 16, 32, 64)
+    assert SMALL & (SMALL - 1) == 0
+    nblk = triton.cdiv(max(N, 1), BLOCK)
+    want = max(MIN_C, triton.next_power_of_2(triton.cdiv(TARGET_CTAS, M)))
+    C = min(want, MAX_C, 1 << (nblk.bit_length() - 1))       # a power of two <= MAX_C (64) and <= nblk
+    TILE = 2 * SMALL                                          # KC's tile: C regions of RC slots
+    RC = TILE // C                                            # >= SMALL / C + 64 while C <= 64
+    CB = 64                                                   # programs per row, at most
+    thr = torch.empty((M, 2), dtype=torch.int32, device=dev)     # threshold key, digit shift
+    cnt = torch.empty((M, C), dtype=torch.int32, device=dev)      # zeroed by KA, written by KB: no memset
+    cand = torch.empty((2, M, C, RC), dtype=torch.int32, device=dev)
+    scr = torch.empty((M, 3, SMALLT), dtype=torch.int32, device=dev)
+    hist = torch.empty((M, C, 256), dtype=torch.int32, device=dev)   # KB's per-program suffix counts
+    rhist = torch.empty((M, 256), dtype=torch.int32, device=dev)     # the row's digit histogram (KA zeroes it)
+    rscr = torch.empty((M, 2, SMALLR), dtype=torch.int32, device=dev)
+    scra = torch.empty((M, SMALLTA), dtype=torch.int32, device=dev)
+    info = torch.empty((M, 4), dtype=torch.int32, device=dev)       # KD's decision per row, for KC
+    sx = logits.stride(0)
+    # programmatic dependent launch (Hopper): each kernel's programs start while the one before finishes and
+    # wait (griddepcontrol.wait) before reading its output; not in Triton's CPU interpreter
+    pdl = bool(PDL) and logits.is_cuda and hasattr(tl.extra.cuda, "gdc_wait")
+    lp = {"launch_pdl": True} if pdl else {}
+    if M <= SCAN_MAX_ROWS:
+        ATOMIC = 0      # few rows (programs of one or two blocks): a block scan beats slots from atomics
+    _ka_sample[(M,)](logits, sx, lengths, thr, cnt, rhist, scra, N, k, SMALL, C, NS=NS, G=G, ALPHA_X2=ALPHA_X2, BETA=BETA,
+                     CB=CB, SMALLTA=SMALLTA, SPAN_BITS=SPAN_BITS, PDL=pdl, num_warps=KA_WARPS)
+    _kb_filter[(M, C)](logits, sx, lengths, thr, cnt, cand[0], cand[1], hist, rhist, N, k, C, RC, BLOCK=BLOCK,
+                       ATOMIC=ATOMIC, HB=256, HREG=HREG, PF=PF, PDL=pdl, num_warps=num_warps, **lp)
+    _kd_place[(M, C)](lengths, thr, cnt, cand[0], cand[1], hist, rhist, rscr, info, out, out.stride(0), N, k, C, RC,
+                      CB=C, RT=512, SMALLR=SMALLR, PDL=pdl, num_warps=KD_WARPS, **lp)
+    _kc_select[(M,)](logits, sx, lengths, thr, cnt, cand[0], cand[1], rhist, scr, rscr, info, out, out.stride(0),
+                     N, k, C, RC, CB=CB, TILE=TILE, BLOCK=2048, KBLOCK=1024, SMALLT=SMALLT, SMALLR=SMALLR,
+                     PDL=pdl, num_warps=SEL_WARPS, **lp)
+    return out
+
+
+# FOLD END
+
+
+def forward(q, k_index, weights, lengths, k):
+    assert q.dtype == torch.bfloat16 and k_index.dtype == torch.bfloat16
+    M, H, D = q.shape
+    assert H == H_IDX and D == D_IDX
+    N = k_index.shape[0]
+    q = q.contiguous()
+    k_index = k_index.contiguous()
+    weights = weights.to(torch.float32).contiguous()
+    lengths = lengths.to(torch.int32).contiguous()
+    dev = q.device
+    p = PARAMS
+    out = torch.empty((M, k), dtype=torch.int32, device=dev)
+    if M == 0 or k == 0:
+        return out
+    if N == 0:
+        out.fill_(-1)
+        return out
+    logits = torch.empty((M, N), dtype=torch.float32, device=dev)
+    ROWS = p["ROWS"]
+    grid = (triton.cdiv(M, ROWS), triton.cdiv(N, p["N_PER_PROG"]))
+    _logits_kernel[grid](q, k_index, weights, lengths, logits, N, M, 0, N,
+                         H=H, D=D, ROWS=ROWS, BLOCK_N=p["BLOCK_N"], N_PER_PROG=p["N_PER_PROG"],
+                         TRANS=p["TRANS"], UPCAST=dev.type == "cpu", num_warps=p["num_warps"],
+                         num_stages=p["num_stages"])
+    return _topk(logits, lengths, k, out, **{n[3:]: v for n, v in p.items() if n.startswith("TK_")})
