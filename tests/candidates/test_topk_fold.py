@@ -42,7 +42,7 @@ print(json.dumps({"v4": len(v4), "first_v4": v4[0] if v4 else -1, "wait": ptx.fi
 '''
 
 
-def test_both_best_files_hold_best_v20s_kernels():
+def test_both_best_files_hold_the_kernels_of_their_sources():
     r = subprocess.run([sys.executable, str(ROOT / "gpu_worker/candidates/fold_topk.py"), "--check"],
                        capture_output=True, text=True, check=False)
     assert r.returncode == 0, r.stdout + r.stderr

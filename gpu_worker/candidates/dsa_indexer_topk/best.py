@@ -1,8 +1,8 @@
 """dsa_indexer_topk best: the logits kernel of best_v6.py (f32 logits [M, N] written once, each program only up to
-the longest row it holds), then the top-k of dsa_topk/best_v21.py (copied between the FOLD markers by
+the longest row it holds), then the top-k of dsa_topk/best_v22.py (copied between the FOLD markers by
 gpu_worker/candidates/fold_topk.py: a candidate is one file), with its parameters prefixed TK_.
 History: round 4 (best_v10's top-k: 297 us at 64 x 128K on the H200), round 5 (best_v12's: 284.6 us), round 6
-(best_v17's, for every M: best_v6's top-k is no longer used), round 8 (best_v21's). This file's own figures: bench/results/h200/latest.md.
+(best_v17's, for every M: best_v6's top-k is no longer used), round 8 (best_v22's: value-linear digits). This file's own figures: bench/results/h200/latest.md.
 """
 import torch
 import triton
@@ -66,7 +66,7 @@ def _logits_kernel(q_ptr, k_ptr, w_ptr, len_ptr, out_ptr, stride_om, M, s0, cw,
         tl.store(optr, lg, mask=mm[:, None] & nm[None, :])
 
 
-# FOLD BEGIN: the top-k of dsa_topk/best_v21.py, written by gpu_worker/candidates/fold_topk.py
+# FOLD BEGIN: the top-k of dsa_topk/best_v22.py, written by gpu_worker/candidates/fold_topk.py
 
 
 @triton.jit
@@ -75,6 +75,24 @@ def _key(x):
     b = tl.where(x == 0.0, 0, b)
     kk = b ^ ((b >> 31) | -2147483648)
     return kk.to(tl.uint32, bitcast=True)
+
+
+@triton.jit
+def _val(key):
+    """The float of an order-preserving key (the inverse of _key)."""
+    b = key.to(tl.int32, bitcast=True)
+    return tl.where(b < 0, b & 0x7FFFFFFF, ~b).to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _digit(key, thr, sc):
+    """The digit of a candidate (key > thr): min((value - value(thr)) sc, 255), monotone in the key, so
+    that a digit holds a range of values of equal width wherever the k-th value lies (keys are
+    logarithmic in the value: near zero a key-linear digit held thousands of values). A NaN (an infinite
+    difference times sc = 0) is the top digit."""
+    d = (_val(key) - _val(thr)) * sc
+    d = tl.where(d == d, d, 255.0)
+    return tl.minimum(d, 255.0).to(tl.int32)
 
 
 @triton.jit
@@ -206,16 +224,19 @@ def _ka_sample(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, rh_ptr, scr_ptr, N, K
         t = _approx_top(key - lo_key, m, k_eff, scr_ptr + row * SMALLTA, SMALLTA, SMALLTA < FULL) + lo_key
         thr = tl.maximum(t, 1) - 1
         span = tl.max(tl.where(m, key, 0), 0) - thr
-    # the digit shift: (largest sample - thr) >> sh lands in [2^(SPAN_BITS-1), 2^SPAN_BITS); KB and KC
-    # clamp digits to 255, so the top of that span shares the last digit (far above the k-th value)
-    nb = (span.to(tl.float32).to(tl.int32, bitcast=True) >> 23) - 126
-    sh = tl.where(span > 0, tl.minimum(tl.maximum(nb - SPAN_BITS, 0), 31), 24)
+    # the digit scale: the values from thr to the largest sample span 3/4 of 2^SPAN_BITS digits; digits
+    # clamp to 255, so the top of that span shares the last digit (far above the k-th value). No span (or
+    # no finite one): sc = 0, every finite candidate in digit 0
+    tv = _val(thr)
+    top = _val(thr + span)
+    width = top - tv
+    sc = tl.where((span > 0) & (width > 0) & (width < float("inf")), (3 << (SPAN_BITS - 2)) / width, 0.0)
     tl.store(thr_ptr + row * 2, thr.to(tl.int32, bitcast=True))
-    tl.store(thr_ptr + row * 2 + 1, sh)
+    tl.store(thr_ptr + row * 2 + 1, sc.to(tl.int32, bitcast=True))
 
 
 @triton.jit
-def _kb_block(key, offs, m, thr, sh, n_gt, hist, cnt_at, ck_reg, ci_reg, RC, BLOCK: tl.constexpr,
+def _kb_block(key, offs, m, thr, sc, n_gt, hist, cnt_at, ck_reg, ci_reg, RC, BLOCK: tl.constexpr,
               ATOMIC: tl.constexpr, HREG: tl.constexpr):
     """One block of KB's scan: candidates (key > thr) to the program's region."""
     is_gt = m & (key > thr)
@@ -229,7 +250,7 @@ def _kb_block(key, offs, m, thr, sh, n_gt, hist, cnt_at, ck_reg, ci_reg, RC, BLO
     tl.store(ck_reg + p, key.to(tl.int32, bitcast=True), mask=w)
     tl.store(ci_reg + p, offs, mask=w)
     if HREG:
-        hist += tl.histogram(tl.minimum((key - thr) >> sh, 255).to(tl.int32), 256, mask=is_gt)
+        hist += tl.histogram(_digit(key, thr, sc), 256, mask=is_gt)
     return n_gt, hist
 
 
@@ -337,7 +358,7 @@ def _kb_block_warp(key, offs, thr, cnt_at, ck_reg, ci_reg, RC, BLOCK: tl.constex
 
 
 @triton.jit
-def _kb_take(key, offs, m, thr, sh, n_gt, hist, cnt_at, ck_reg, ci_reg, RC, BLOCK: tl.constexpr,
+def _kb_take(key, offs, m, thr, sc, n_gt, hist, cnt_at, ck_reg, ci_reg, RC, BLOCK: tl.constexpr,
              ATOMIC: tl.constexpr, HREG: tl.constexpr, WARP: tl.constexpr, WHOLE: tl.constexpr):
     """One block of KB's scan, the warp-ballot slots (WARP) or Triton's; WHOLE: every value is in the row
     (m is all true, and the warp path needs no masked keys)."""
@@ -347,7 +368,7 @@ def _kb_take(key, offs, m, thr, sh, n_gt, hist, cnt_at, ck_reg, ci_reg, RC, BLOC
         else:
             _kb_block_warp(tl.where(m, key, 0), offs, thr, cnt_at, ck_reg, ci_reg, RC, BLOCK)
     else:
-        n_gt, hist = _kb_block(key, offs, m, thr, sh, n_gt, hist, cnt_at, ck_reg, ci_reg, RC, BLOCK, ATOMIC, HREG)
+        n_gt, hist = _kb_block(key, offs, m, thr, sc, n_gt, hist, cnt_at, ck_reg, ci_reg, RC, BLOCK, ATOMIC, HREG)
     return n_gt, hist
 
 
@@ -381,7 +402,7 @@ def _kb_filter(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, hist_
         tl.extra.cuda.gdc_wait()       # KA's threshold, zeroed counters and row histogram are visible after this
         tl.extra.cuda.gdc_launch_dependents()
     thr = tl.load(thr_ptr + row * 2).to(tl.uint32, bitcast=True)
-    sh = tl.load(thr_ptr + row * 2 + 1).to(tl.uint32)
+    sc = tl.load(thr_ptr + row * 2 + 1).to(tl.float32, bitcast=True)     # the digit scale
     if PF == 2:
         # two blocks in flight while one is filtered: more bytes in flight per program
         for start in range(lo, mid, BLOCK):
@@ -389,7 +410,7 @@ def _kb_filter(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, hist_
             nxt = nxt2
             offs = start + ar
             nxt2 = tl.load(x_row + offs + 2 * BLOCK, mask=offs + 2 * BLOCK < mid, other=0.0)
-            n_gt, hist = _kb_take(_key(cur), offs, offs < hi, thr, sh, n_gt, hist, cnt_at, ck_reg, ci_reg, RC,
+            n_gt, hist = _kb_take(_key(cur), offs, offs < hi, thr, sc, n_gt, hist, cnt_at, ck_reg, ci_reg, RC,
                                   BLOCK, ATOMIC, HREG, WARP, True)
     elif PF:
         # the next block's load is issued before this block's slots are taken (an atomic's or a scan's
@@ -398,17 +419,17 @@ def _kb_filter(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, hist_
             cur = nxt
             offs = start + ar
             nxt = tl.load(x_row + offs + BLOCK, mask=offs + BLOCK < mid, other=0.0)
-            n_gt, hist = _kb_take(_key(cur), offs, offs < hi, thr, sh, n_gt, hist, cnt_at, ck_reg, ci_reg, RC,
+            n_gt, hist = _kb_take(_key(cur), offs, offs < hi, thr, sc, n_gt, hist, cnt_at, ck_reg, ci_reg, RC,
                                   BLOCK, ATOMIC, HREG, WARP, True)
     else:
         for start in range(lo, mid, BLOCK):
             offs = start + ar
-            n_gt, hist = _kb_take(_key(tl.load(x_row + offs)), offs, offs < hi, thr, sh, n_gt, hist, cnt_at, ck_reg,
+            n_gt, hist = _kb_take(_key(tl.load(x_row + offs)), offs, offs < hi, thr, sc, n_gt, hist, cnt_at, ck_reg,
                                   ci_reg, RC, BLOCK, ATOMIC, HREG, WARP, True)
     if mid < hi:
         offs = mid + ar
         m = offs < hi
-        n_gt, hist = _kb_take(_key(tl.load(x_row + offs, mask=m, other=0.0)), offs, m, thr, sh, n_gt, hist, cnt_at,
+        n_gt, hist = _kb_take(_key(tl.load(x_row + offs, mask=m, other=0.0)), offs, m, thr, sc, n_gt, hist, cnt_at,
                               ck_reg, ci_reg, RC, BLOCK, ATOMIC, HREG, WARP, False)
     if ATOMIC or WARP:
         tl.debug_barrier()
@@ -422,7 +443,7 @@ def _kb_filter(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, hist_
             o = s + tl.arange(0, HB)
             m = o < tl.minimum(n_gt, RC)
             key = tl.load(ck_ptr + reg + o, mask=m, other=0).to(tl.uint32, bitcast=True)
-            hist += tl.histogram(tl.minimum((key - thr) >> sh, 255).to(tl.int32), 256, mask=m)
+            hist += tl.histogram(_digit(key, thr, sc), 256, mask=m)
     # the row's digit histogram (integer atomics: exact, order-free) and this program's suffix counts
     # #(digit >= b), from which KD reads its offsets in two columns
     hb = tl.arange(0, 256)
@@ -513,7 +534,7 @@ def _kd_place(len_ptr, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, hist_ptr, rh_ptr, rscr_
         key_e = tl.load(ck_ptr + reg + o).to(tl.uint32, bitcast=True)
     _, k_eff = _row_len(len_ptr, row, N, K)
     thr = tl.load(thr_ptr + row * 2).to(tl.uint32, bitcast=True)
-    sh = tl.load(thr_ptr + row * 2 + 1).to(tl.uint32)
+    sc = tl.load(thr_ptr + row * 2 + 1).to(tl.float32, bitcast=True)     # the digit scale
     cs_ = tl.arange(0, CB)
     cmask = cs_ < C
     gts = tl.load(cnt_ptr + row * C + cs_, mask=cmask, other=0)
@@ -542,7 +563,7 @@ def _kd_place(len_ptr, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, hist_ptr, rh_ptr, rscr_
                 key = key_e
             else:
                 key = tl.load(ck_ptr + reg + o, mask=live, other=0).to(tl.uint32, bitcast=True)
-            dg = tl.minimum((key - thr) >> sh, 255).to(tl.int32)
+            dg = _digit(key, thr, sc)
             gt = live & (dg > dsel)
             inb = live & (dg == dsel)
             # suffix counts of the programs before this one at dsel + 1 (above dsel) and dsel
@@ -591,7 +612,7 @@ def _kc_row(x_ptr, stride_x, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, rh_ptr, scr_ptr, 
     """best_v10's KC for one row (the rows KD left: mode 0)."""
     x_row = x_ptr + row.to(tl.int64) * stride_x
     thr = tl.load(thr_ptr + row * 2).to(tl.uint32, bitcast=True)
-    sh = tl.load(thr_ptr + row * 2 + 1).to(tl.uint32)
+    sc = tl.load(thr_ptr + row * 2 + 1).to(tl.float32, bitcast=True)     # the digit scale
     # the candidate tile, 1-D: slot j of program c's region is live when j < n_gt[c]
     offs = tl.arange(0, TILE)
     c_of = offs // RC
@@ -617,7 +638,7 @@ def _kc_row(x_ptr, stride_x, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, rh_ptr, scr_ptr, 
         dsel, k_rem, cnt = _pick_n(hist, k_eff, 256)
         if (dsel < 255) & (cnt <= SMALLR):
             # every candidate of a larger digit; the members of digit dsel ranked pairwise
-            dg = tl.minimum((key - thr) >> sh, 255).to(tl.int32)
+            dg = _digit(key, thr, sc)
             gt = live & (dg > dsel)
             inb = live & (dg == dsel)
             p = tl.cumsum(inb.to(tl.int32), 0) - 1
@@ -679,7 +700,7 @@ def _topk(logits, lengths, k, out, BLOCK, TARGET_CTAS, MAX_C, num_warps, SMALL, 
     TILE = 2 * SMALL                                          # KC's tile: C regions of RC slots
     RC = TILE // C                                            # >= SMALL / C + 64 while C <= 64
     CB = 64                                                   # programs per row, at most
-    thr = torch.empty((M, 2), dtype=torch.int32, device=dev)     # threshold key, digit shift
+    thr = torch.empty((M, 2), dtype=torch.int32, device=dev)     # threshold key, digit scale (f32)
     cnt = torch.empty((M, C), dtype=torch.int32, device=dev)      # zeroed by KA, written by KB: no memset
     cand = torch.empty((2, M, C, RC), dtype=torch.int32, device=dev)
     scr = torch.empty((M, 3, SMALLT), dtype=torch.int32, device=dev)
