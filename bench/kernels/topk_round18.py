@@ -3,6 +3,9 @@ best_v19 took ~41 us in rounds 13, 14 and 16 (same inputs: gen("indexer", 64, 13
 differs from best_v19 only in N and C being unspecialised and KD's CB being 64 instead of C, so two copies of
 best_v21 undo one each (_r18_cbC: KD's CB = C again; _r18_spec: every kernel specialised again), and a third
 (_r18_info) keeps each call's per-row decision (KD's mode) and per-program candidate counts for a look.
+What it found (2026-12-03): best_v19 took ~80 us on these inputs as well, and so did both copies; some rows
+of seeds 100 and 102 sent thousands of candidates to one digit and fell to KC's one-program path (round 8 of
+gpu_worker/candidates/NOTES.md; best_v22 is the fix).
 
 python bench/kernels/topk_round18.py [--out DIR] [--budget SECONDS] [--run NAME]
 
