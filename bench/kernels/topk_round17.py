@@ -3,6 +3,8 @@ scratch tile) against best_v20 (round 8's compile-count change, the proof's best
 KA's, KD's and KC's warps and the sample slack at 64 rows, and the per-kernel split.
 
 python bench/kernels/topk_round17.py [--out DIR] [--budget SECONDS] [--run NAME]
+(ran at commit af6d1ef; best_v20.py is gone since, its source is kept as
+bench/results/h200/logs/proof-2026-12-03e/dsa_topk__best.py: check that commit out to run it again)
 
 The method and the output: topk_sweep.py.
 """

@@ -8,6 +8,7 @@ of seeds 100 and 102 sent thousands of candidates to one digit and fell to KC's 
 gpu_worker/candidates/NOTES.md; best_v22 is the fix).
 
 python bench/kernels/topk_round18.py [--out DIR] [--budget SECONDS] [--run NAME]
+(ran at commit 0a8a84b; best_v20.py is gone since: check that commit out to run it again)
 
 The method and the output: topk_sweep.py. The copies are written beside the candidates at run time and
 removed at the end.

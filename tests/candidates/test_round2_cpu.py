@@ -33,7 +33,6 @@ TOPK8 = [("dsa_topk/best_v8.py", V8), ("dsa_topk/best_v8.py", dict(V8, ATOMIC=1)
          ("dsa_topk/best.py", V8),
          ("dsa_topk/best_v12.py", V8), ("dsa_topk/best_v12.py", dict(V8, ATOMIC=0, SPAN_BITS=8)),
          ("dsa_topk/best_v19.py", V8),
-         ("dsa_topk/best_v20.py", V8),
          ("dsa_topk/best_v21.py", V8),
          ("dsa_topk/best_v22.py", V8), ("dsa_topk/best_v22.py", dict(V8, SCAN_MAX_ROWS=0, PF=0, KD_EARLY=0)),
          ("dsa_topk/best_v22.py", dict(V8, ALPHA_X2=0, BETA=1, SCAN_MAX_ROWS=0, PF=1)),
@@ -67,7 +66,7 @@ def test_round2_topk_exact_and_deterministic(rel, params):
 
 @pytest.mark.parametrize("rel,params", TOPK8, ids=["v8", "v8-atomic", "v8-smallt16", "v8-fallback-low",
                                                   "v8-fallback-overflow", "best", "v12", "v12-scan-span8",
-                                                  "v19", "v20", "v21", "v22", "v22-atomic-noprefetch", "v22-fallback-low-pf1",
+                                                  "v19", "v21", "v22", "v22-atomic-noprefetch", "v22-fallback-low-pf1",
                                                   "v22-small-tiles-span8", "v22-one-block-hreg"])
 def test_v8_topk_exact(rel, params):
     m = _load(rel, params)

@@ -1,11 +1,11 @@
-"""The top-k kernels that the two best.py files copy (fold_topk.py), what best_v20's filter compiles to, and
+"""The top-k kernels that the two best.py files copy (fold_topk.py), what best_v21's filter compiles to, and
 how many compiles an evaluation of each best.py costs.
 
 The filter (KB) must load whole blocks 16 bytes at a time: masking the loads against a row length of unknown
 alignment split them into 4-byte loads (round 6 of gpu_worker/candidates/NOTES.md); with PDL its first
 logits loads go out before griddepcontrol.wait; and its slots come per warp (a ballot, round 7). Compiled for sm_90a on the CPU (Triton's own ptxas), in a
 child process without TRITON_INTERPRET (the interpreter replaces @triton.jit functions). N and C are compiled
-without their multiple-of-16 hint, as best_v20 leaves them unspecialised.
+without their multiple-of-16 hint, as best_v20 and later leave them unspecialised.
 """
 import json
 import os
@@ -62,7 +62,7 @@ def test_the_fold_check_sees_a_drifted_copy(tmp_path, monkeypatch):
 
 def test_the_filter_loads_16_bytes_and_its_first_load_precedes_the_pdl_wait():
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    r = subprocess.run([sys.executable, "-c", _PTX, str(ROOT / "gpu_worker/candidates/dsa_topk/best_v20.py")],
+    r = subprocess.run([sys.executable, "-c", _PTX, str(ROOT / "gpu_worker/candidates/dsa_topk/best_v21.py")],
                        capture_output=True, text=True, env=env, timeout=600, check=False)
     assert r.returncode == 0, r.stderr[-3000:]
     got = json.loads(r.stdout.strip().splitlines()[-1])
