@@ -5,8 +5,8 @@ python gpu_worker/candidates/fold_topk.py --check    # exit 1 if either has drif
 
 Edit the source, then run this. dsa_topk/best.py is SRC (best_v21.py) under its own first docstring line.
 dsa_indexer_topk/best.py keeps its own parts (docstring, logits kernel, forward) and takes INDEXER_SRC's kernels
-(its first @triton.jit up to forward) between the FOLD markers, and INDEXER_SRC's PARAMS (with
-INDEXER_OVERRIDES), prefixed TK_, as the last line of its PARAMS. dsa_topk takes best_v21.py and the indexer
+(its first @triton.jit up to forward) between the FOLD markers, and INDEXER_SRC's PARAMS,
+prefixed TK_, as the last line of its PARAMS. dsa_topk takes best_v21.py and the indexer
 best_v22.py: value-linear digits, 2x faster on indexer logits whose k-th value lies near zero (~80 -> 40 us
 at 64 x 128K) and ~1 us slower on the normal values of dsa_topk's benchmark (round 8 of NOTES.md).
 """
@@ -21,8 +21,6 @@ TOPK = HERE / "dsa_topk" / "best.py"
 INDEXER = HERE / "dsa_indexer_topk" / "best.py"
 BEGIN = f"# FOLD BEGIN: the top-k of dsa_topk/{INDEXER_SRC.name}, written by gpu_worker/candidates/fold_topk.py\n"
 END = "# FOLD END\n"
-# the indexer's own values for some top-k parameters (none now: on a GPU the warp slots make one filter variant)
-INDEXER_OVERRIDES: dict = {}
 TOPK_HEAD = '"""dsa_topk best: best_v21.py, copied by gpu_worker/candidates/fold_topk.py (edit best_v21.py, then run it).\n'
 
 
@@ -41,7 +39,7 @@ def folded():
     idx = INDEXER.read_text()
     head, rest = idx.split(BEGIN)
     _, tail = rest.split(END)
-    params = dict(_params(isrc), **INDEXER_OVERRIDES)
+    params = _params(isrc)
     tk = "          " + ", ".join(f'"TK_{n}": {v!r}' for n, v in params.items()) + "}\n"
     lines = head.splitlines(keepends=True)
     at = [i for i, line in enumerate(lines) if line.startswith('          "TK_')]
