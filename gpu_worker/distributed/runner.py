@@ -29,6 +29,7 @@ import torch
 
 from .. import hardware
 from ..pipeline.child_run import _same_bits
+from ..pipeline.bench_report import bench_results
 from ..pipeline.evaluate import evaluate as _single_evaluate  # noqa: F401  (loads the module)
 from ..pipeline.guard import check_candidate
 from ..pipeline.protocol import derive_seed
@@ -310,7 +311,7 @@ def _benchmark(spec, report, stages, target, source, info, profile, seed, world,
     after = hardware.fingerprint()
     merged = merge_ranks(run.messages)
     ceil = spec.get("ceilings")  # measured link rate (bench/allreduce_h200x2.py); none claimed otherwise
-    findings, per_shape, summary, claimed_s = single.bench_results(merged, target, ceil, run.wall_s)
+    findings, per_shape, summary, claimed_s = bench_results(merged, target, ceil, run.wall_s)
     for m in run.of("fatal"):
         findings.append({"code": m.get("code", "harness:fatal"), "message": m.get("message", "")})
     findings += _run_findings(run, "benchmark") if not findings else []

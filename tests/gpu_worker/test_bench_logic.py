@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from gpu_worker.pipeline import bench_child
-from gpu_worker.pipeline.evaluate import bench_results
+from gpu_worker.pipeline.bench_report import bench_results
 from gpu_worker.pipeline.stats import ceilings_for
 from gpu_worker.targets import get_target
 from gpu_worker.targets.base import as_outputs

@@ -186,9 +186,8 @@ def test_rank_times_merge_to_the_slowest_rank_per_round():
     assert merged["kernels"]["candidate"]["times_us"] == [6.0, 7.0, 6.2]
     assert merged["kernels"]["incumbent"]["times_us"] == [18.5, 19.0, 18.2]
     assert merged["kernels"]["candidate"]["host_us"] == 11.0 and merged["kernels"]["candidate"]["stale_replays"] == 1
-    import sys
-    single = sys.modules["gpu_worker.pipeline.evaluate"]
-    findings, (entry,), summary, _ = single.bench_results([merged], ALLREDUCE, None, wall_s=1.0)
+    from gpu_worker.pipeline.bench_report import bench_results
+    findings, (entry,), summary, _ = bench_results([merged], ALLREDUCE, None, wall_s=1.0)
     assert findings == [] and entry["candidate"]["median_us"] == 6.2 and entry["ratio"] < 0.5
     assert summary["geomean_speedup"] > 2.0
 
