@@ -208,7 +208,7 @@ def _verify_timeout(spec, device, profile) -> float:
 
 
 def _verify(spec, report, stages, target, source, info, device, profile, seed, scratch_root) -> dict:
-    shapes = target.verify_shapes(profile, seed)
+    shapes = target.verify_shapes(profile, seed, device)
     t = stages.start("verify", shapes=len(shapes))
     scratch = scratch_root / "verify"
     scratch.mkdir()

@@ -75,3 +75,31 @@ def ragged_lengths(M: int, N: int, k: int, g: torch.Generator, device) -> torch.
     for i, v in enumerate(edges[:M]):
         lengths[i] = v
     return lengths.to(torch.int32)
+
+
+# What the top-k targets' inputs can look like; a shape's "values" field names one.
+#   normal      standard normal logits
+#   relu        relu(x - 1) of normal x: most entries exactly 0, so the k-th value is often 0
+#   ties        16 distinct values: tie buckets of thousands at the k-th value
+#   heavy_tail  x * exp(2y): magnitudes spread over many decades, a few huge
+#   near_bf16   1 + u * 2^-8 scaled by a power of two per row: one bf16 (and ~4 fp16) values per row,
+#               thousands of distinct f32 values, so a selection in reduced precision picks the wrong set
+TOPK_FAMILIES = ("normal", "relu", "ties", "heavy_tail", "near_bf16")
+
+
+def family_values(family: str, M: int, N: int, g: torch.Generator, device) -> torch.Tensor:
+    """An [M, N] f32 tensor of the family's values."""
+    if family == "normal":
+        return torch.randn(M, N, generator=g, device=device)
+    if family == "relu":
+        return torch.relu(torch.randn(M, N, generator=g, device=device) - 1.0)
+    if family == "ties":
+        return (torch.randint(-8, 8, (M, N), generator=g, device=device).float() + 0.5) / 4
+    if family == "heavy_tail":
+        x = torch.randn(M, N, generator=g, device=device)
+        return x * torch.exp(2.0 * torch.randn(M, N, generator=g, device=device))
+    if family == "near_bf16":
+        u = torch.rand(M, N, generator=g, device=device)
+        scale = torch.exp2(torch.randint(-4, 5, (M, 1), generator=g, device=device).float())
+        return (1.0 + u * 2.0 ** -8) * scale  # exact: the power-of-two scale keeps every f32 bit
+    raise ValueError(f"unknown value family {family!r}; expected one of {TOPK_FAMILIES}")

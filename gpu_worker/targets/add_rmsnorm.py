@@ -15,22 +15,43 @@ Y_RTOL = 2.0 ** -8
 Y_ATOL = 1e-5
 
 
-def _shape(tokens, hidden) -> Shape:
-    return {"tokens": tokens, "hidden": hidden}
+# Token bins from one decode token to a long prefill chunk, hidden bins over the models' widths.
+AXIS_CLASSES = {
+    "tokens": ((1, 1), (2, 64), (65, 1024), (1025, 16384)),
+    "hidden": ((2048, 4096), (4097, 8192)),
+}
+# What x and the residual can look like (a shape's "values" field names one); each makes a shortcut in
+# the reduction visible:
+#   normal    x ~ N(0, 1), residual ~ N(0, 4)
+#   large     magnitudes ~ 2^9: h^2 overflows fp16 (65504), sums of squares need f32
+#   small     magnitudes ~ 1e-3: mean(h^2) ~ eps, and h^2 is below fp16's normal range
+#   outliers  a few channels 2^7 times larger than the rest, as in LLM activations: an accumulator
+#             that loses the small terms beside the large ones gets the mean of squares wrong
+FAMILIES = ("normal", "large", "small", "outliers")
+SCALE = {"normal": 1.0, "large": 512.0, "small": 1e-3, "outliers": 1.0}
+RANDOM_ELEMENTS = 1 << 22  # tokens x hidden of the drawn shape: seconds in Triton's interpreter
+
+
+def _shape(tokens, hidden, values="normal") -> Shape:
+    return {"tokens": tokens, "hidden": hidden, "values": values}
 
 
 def verification_shapes(profile: str) -> list[Shape]:
-    if profile == "smoke":
-        return [_shape(1, 2048), _shape(37, 2048), _shape(5, 3072)]
-    return [_shape(1, 7168), _shape(37, 2048), _shape(199, 5120), _shape(760, 8192), _shape(1128, 4096),
-            _shape(13, 2056), _shape(16384, 8192)]  # the largest of the range
+    """The same on every profile and device: every bin of AXIS_CLASSES, both ends of each axis, a hidden
+    size that is not a power of two, every value family."""
+    return [_shape(1, 2048, "normal"), _shape(1, 8192, "large"), _shape(37, 2056, "small"),
+            _shape(199, 5120, "outliers"), _shape(760, 8192, "normal"), _shape(1128, 4096, "large"),
+            _shape(16384, 2048, "outliers")]
+
+
+GPU_SHAPES = (_shape(16384, 8192, "small"), _shape(4096, 7168, "outliers"))
 
 
 def random_shape(profile: str, seed: int) -> Shape:
     rnd = random.Random(seed)
-    if profile == "smoke":
-        return _shape(rnd.randint(1, 40), 8 * rnd.randint(256, 512))
-    return _shape(int(math.exp(rnd.uniform(0, math.log(16384)))), 8 * rnd.randint(256, 1024))
+    hidden = 8 * rnd.randint(256, 1024)
+    tokens = max(1, min(16384, int(math.exp(rnd.uniform(0, math.log(RANDOM_ELEMENTS // hidden))))))
+    return _shape(tokens, hidden, rnd.choice(FAMILIES))
 
 
 def benchmark_shapes(profile: str) -> list[Shape]:
@@ -43,8 +64,16 @@ def benchmark_shapes(profile: str) -> list[Shape]:
 def make_inputs(shape: Shape, seed: int, device) -> tuple:
     T, D = shape["tokens"], shape["hidden"]
     g = generator(seed, device)
-    x = torch.randn(T, D, generator=g, device=device).to(torch.bfloat16)
-    residual = (2.0 * torch.randn(T, D, generator=g, device=device)).to(torch.bfloat16)
+    family = shape.get("values", "normal")
+    if family not in FAMILIES:
+        raise ValueError(f"unknown value family {family!r}; expected one of {FAMILIES}")
+    scale = SCALE[family]
+    x = scale * torch.randn(T, D, generator=g, device=device)
+    residual = 2.0 * scale * torch.randn(T, D, generator=g, device=device)
+    if family == "outliers":
+        channels = torch.randint(0, D, (max(1, D // 512),), generator=g, device=device)
+        x[:, channels] *= 128.0
+    x, residual = x.to(torch.bfloat16), residual.to(torch.bfloat16)
     weight = (0.5 + torch.rand(D, generator=g, device=device)).to(torch.bfloat16)
     return x, residual, weight, EPS
 
@@ -121,4 +150,5 @@ TARGET = Target(
     canonical=canonical, bytes_min=bytes_min, flops=flops, forbidden_torch=NORM_FORBIDDEN | DENSE_FORBIDDEN,
     seed_candidates=("seed.py", "seed_cute.py"), e2e_slot=None,
     tolerance={"h": 0.0, "y_rtol": Y_RTOL, "y_atol": Y_ATOL},
+    value_families=FAMILIES, axis_classes=AXIS_CLASSES, gpu_shapes=GPU_SHAPES,
 )

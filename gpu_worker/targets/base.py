@@ -36,13 +36,23 @@ class Target:
     seed_candidates: tuple[str, ...] = ()  # file names under gpu_worker/candidates/<name>/
     e2e_slot: str | None = None
     tolerance: dict[str, float] = field(default_factory=dict)
+    # The kinds of input values make_inputs can draw: a shape's "values" field names one. Verification
+    # draws every family across its shapes and the benchmark rotates its input sets over them.
+    value_families: tuple[str, ...] = ("normal",)
+    # Per axis, inclusive bins that tile the operating range: every bin, and both ends of every axis,
+    # are verified on every run, whatever the profile (docs/verification.md).
+    axis_classes: dict[str, tuple[tuple[int, int], ...]] = field(default_factory=dict)
+    # Where every axis is at its largest at once: verified on a GPU, where they take milliseconds; on a
+    # CPU host (Triton's interpreter) the fixed shapes reach each axis's end one axis at a time.
+    gpu_shapes: tuple[Shape, ...] = ()
 
     def seed_paths(self) -> list[Path]:
         return [CANDIDATES_DIR / self.name / f for f in self.seed_candidates]
 
-    def verify_shapes(self, profile: str, seed: int) -> list[Shape]:
-        """The fixed shapes of the profile plus one drawn from the secret seed."""
-        return self.verification_shapes(profile) + [self.random_shape(profile, seed)]
+    def verify_shapes(self, profile: str, seed: int, device: str = "cpu") -> list[Shape]:
+        """The fixed shapes (the GPU corners too on a GPU) plus one drawn from the secret seed."""
+        corners = list(self.gpu_shapes) if device != "cpu" else []
+        return self.verification_shapes(profile) + corners + [self.random_shape(profile, seed)]
 
     def describe(self) -> dict:
         return {
@@ -50,7 +60,8 @@ class Target:
             "axes": {k: list(v) for k, v in self.axes.items()}, "dsls": list(self.dsls),
             "args": list(self.arg_names), "seed_candidates": [str(p) for p in self.seed_paths()],
             "e2e_slot": self.e2e_slot, "tolerance": dict(self.tolerance),
-            "forbidden_torch": sorted(self.forbidden_torch),
+            "forbidden_torch": sorted(self.forbidden_torch), "value_families": list(self.value_families),
+            "axis_classes": {k: [list(b) for b in v] for k, v in self.axis_classes.items()},
         }
 
 

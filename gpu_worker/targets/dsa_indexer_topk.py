@@ -22,21 +22,40 @@ def _shape(rows, n_ctx, values="normal", lengths="ragged") -> Shape:
     return {"rows": rows, "n_ctx": n_ctx, "k": K, "values": values, "lengths": lengths}
 
 
+# As dsa_topk: length bins up to 256K and row bins from one decode row to a full batch.
+AXIS_CLASSES = {
+    "n_ctx": ((4096, 8192), (8193, 32768), (32769, 65536), (65537, 131072), (131073, 262144)),
+    "rows": ((1, 1), (2, 8), (9, 64), (65, 128)),
+}
+# What the indexer's inputs can look like (a shape's "values" field names one):
+#   normal      normal q, keys and head weights
+#   relu        keys point away from every query for most positions: most scores exactly 0
+#   ties        16 distinct keys along the context: every row's scores take 16 values
+#   heavy_tail  key norms spread log-normally: a few scores dwarf the rest
+#   near_bf16   every key is one common key plus a small perturbation: the scores of a row agree to
+#               ~2 bf16 ulps, so logits kept in bf16 (or accumulated in reduced precision) pick the wrong set
+FAMILIES = ("normal", "relu", "ties", "heavy_tail", "near_bf16")
+RANDOM_MACS = 1 << 20  # rows x n_ctx of the drawn shape: seconds, not minutes, in Triton's interpreter
+
+
 def verification_shapes(profile: str) -> list[Shape]:
-    if profile == "smoke":
-        return [_shape(2, 2600), _shape(5, 3000, "ties"), _shape(1, 1500)]
+    """The same on every profile and device: every bin of AXIS_CLASSES, both ends of each axis, a row
+    shorter than k, every value family, full and ragged lengths."""
     return [
-        _shape(1, 131072, "normal", "full"), _shape(5, 4099, "ties"), _shape(2, 1000),
-        _shape(64, 32768), _shape(17, 65536, "ties"), _shape(128, 262144),  # the largest of the range
+        _shape(1, 4096, "normal", "full"), _shape(128, 4096, "relu"), _shape(2, 1000, "ties"),
+        _shape(5, 20000, "heavy_tail"), _shape(9, 40000, "near_bf16"), _shape(2, 100000, "ties", "full"),
+        _shape(1, 262144, "near_bf16", "full"), _shape(1, 262144, "normal"),
     ]
+
+
+GPU_SHAPES = (_shape(128, 262144, "normal"), _shape(64, 131072, "ties", "full"), _shape(100, 50000, "near_bf16"))
 
 
 def random_shape(profile: str, seed: int) -> Shape:
     rnd = random.Random(seed)
-    if profile == "smoke":
-        return _shape(rnd.randint(1, 2), rnd.randint(2048, 4096), rnd.choice(["normal", "ties"]))
     n_ctx = int(math.exp(rnd.uniform(math.log(4096), math.log(262144))))
-    return _shape(rnd.randint(1, 128), n_ctx, rnd.choice(["normal", "ties"]))
+    rows = rnd.randint(1, max(1, min(128, RANDOM_MACS // n_ctx)))
+    return _shape(rows, n_ctx, rnd.choice(FAMILIES), rnd.choice(["ragged", "full"]))
 
 
 def benchmark_shapes(profile: str) -> list[Shape]:
@@ -49,19 +68,37 @@ def benchmark_shapes(profile: str) -> list[Shape]:
 def make_inputs(shape: Shape, seed: int, device) -> tuple:
     M, N, k = shape["rows"], shape["n_ctx"], shape["k"]
     g = generator(seed, device)
-    q = torch.randn(M, HEADS, HEAD_DIM, generator=g, device=device).to(torch.bfloat16)
-    if shape.get("values") == "ties":
-        # 16 distinct keys repeated along the context: every row's scores take 16 values
-        distinct = torch.randn(16, HEAD_DIM, generator=g, device=device)
-        k_index = distinct[torch.randint(0, 16, (N,), generator=g, device=device)].to(torch.bfloat16)
-    else:
-        k_index = torch.randn(N, HEAD_DIM, generator=g, device=device).to(torch.bfloat16)
+    q, k_index = _family_qk(shape.get("values", "normal"), M, N, g, device)
     weights = torch.randn(M, HEADS, generator=g, device=device) * HEADS ** -0.5
     if shape.get("lengths") == "full":
         lengths = torch.full((M,), N, dtype=torch.int32, device=device)
     else:
         lengths = tc.ragged_lengths(M, N, k, g, device)
     return q, k_index.contiguous(), weights, lengths, k
+
+
+def _family_qk(family: str, M: int, N: int, g, device) -> tuple[torch.Tensor, torch.Tensor]:
+    q = torch.randn(M, HEADS, HEAD_DIM, generator=g, device=device)
+    if family == "normal":
+        k = torch.randn(N, HEAD_DIM, generator=g, device=device)
+    elif family == "relu":
+        # queries in the positive orthant, keys mostly in the negative one: q.k < 0, relu gives exactly 0
+        q = q.abs()
+        k = -torch.randn(N, HEAD_DIM, generator=g, device=device).abs()
+        live = torch.rand(N, generator=g, device=device) < 0.1
+        k = torch.where(live[:, None], -k, k)
+    elif family == "ties":
+        distinct = torch.randn(16, HEAD_DIM, generator=g, device=device)
+        k = distinct[torch.randint(0, 16, (N,), generator=g, device=device)]
+    elif family == "heavy_tail":
+        k = torch.randn(N, HEAD_DIM, generator=g, device=device)
+        k = k * torch.exp(1.5 * torch.randn(N, 1, generator=g, device=device))
+    elif family == "near_bf16":
+        common = torch.randn(1, HEAD_DIM, generator=g, device=device)
+        k = common + 0.02 * torch.randn(N, HEAD_DIM, generator=g, device=device)
+    else:
+        raise ValueError(f"unknown value family {family!r}; expected one of {FAMILIES}")
+    return q.to(torch.bfloat16), k.to(torch.bfloat16).contiguous()
 
 
 def scores(q, k_index, weights, dtype) -> torch.Tensor:
@@ -152,4 +189,5 @@ TARGET = Target(
     make_inputs=make_inputs, reference=reference, check=check, baseline=baseline, output_spec=output_spec,
     canonical=tc.canonical, bytes_min=bytes_min, flops=flops, forbidden_torch=TOPK_FORBIDDEN | DENSE_FORBIDDEN,
     seed_candidates=("seed.py",), e2e_slot=None, tolerance={"score_rtol": SCORE_RTOL, "sum_bands": SUM_BANDS},
+    value_families=FAMILIES, axis_classes=AXIS_CLASSES, gpu_shapes=GPU_SHAPES,
 )

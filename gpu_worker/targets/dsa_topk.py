@@ -18,22 +18,35 @@ def _shape(rows, n_ctx, values="normal", lengths="ragged") -> Shape:
     return {"rows": rows, "n_ctx": n_ctx, "k": K, "values": values, "lengths": lengths}
 
 
+# Length bins up to the 256K the DSA range reaches (a kernel wrong only past 64K must meet a shape there),
+# and row bins from one decode row to a full batch.
+AXIS_CLASSES = {
+    "n_ctx": ((4096, 8192), (8193, 32768), (32769, 65536), (65537, 131072), (131073, 262144)),
+    "rows": ((1, 1), (2, 8), (9, 64), (65, 128)),
+}
+# The drawn shape keeps rows x n_ctx under this, so a CPU host (Triton's interpreter) verifies it in seconds.
+RANDOM_ELEMENTS = 1 << 20
+
+
 def verification_shapes(profile: str) -> list[Shape]:
-    if profile == "smoke":
-        return [_shape(3, 4096), _shape(5, 2500, "ties"), _shape(2, 1000), _shape(2, 5000, "ties", "full")]
+    """The same on every profile and device: every bin of AXIS_CLASSES, both ends of each axis, a row
+    shorter than k, every value family, full and ragged lengths. Few rows at the long lengths keep a
+    CPU host's verify short; GPU_SHAPES adds the corners where both axes are large."""
     return [
-        _shape(1, 131072, "normal", "full"), _shape(7, 4099, "ties"), _shape(5, 1000),
-        _shape(64, 32768, "ties"), _shape(33, 65537), _shape(3, 262144, "ties"),
-        _shape(128, 131072, "ties", "full"), _shape(128, 262144),  # the largest of the range
+        _shape(1, 4096, "normal", "full"), _shape(128, 4096, "ties"), _shape(5, 1000, "heavy_tail"),
+        _shape(7, 20000, "near_bf16"), _shape(9, 40000, "relu"), _shape(2, 100000, "normal", "full"),
+        _shape(1, 262144, "near_bf16", "full"), _shape(2, 262144, "relu"),
     ]
+
+
+GPU_SHAPES = (_shape(128, 262144, "ties"), _shape(128, 131072, "near_bf16", "full"), _shape(64, 65536, "heavy_tail"))
 
 
 def random_shape(profile: str, seed: int) -> Shape:
     rnd = random.Random(seed)
-    if profile == "smoke":
-        return _shape(rnd.randint(1, 3), rnd.randint(2048, 5000), rnd.choice(["normal", "ties"]))
     n_ctx = int(math.exp(rnd.uniform(math.log(4096), math.log(262144))))
-    return _shape(rnd.randint(1, 128), n_ctx, rnd.choice(["normal", "ties"]))
+    rows = rnd.randint(1, max(1, min(128, RANDOM_ELEMENTS // n_ctx)))
+    return _shape(rows, n_ctx, rnd.choice(tc.TOPK_FAMILIES), rnd.choice(["ragged", "full"]))
 
 
 def benchmark_shapes(profile: str) -> list[Shape]:
@@ -46,11 +59,7 @@ def benchmark_shapes(profile: str) -> list[Shape]:
 def make_inputs(shape: Shape, seed: int, device) -> tuple:
     M, N, k = shape["rows"], shape["n_ctx"], shape["k"]
     g = generator(seed, device)
-    if shape.get("values") == "ties":
-        # 16 distinct non-zero values: tie buckets of thousands at the k-th value
-        logits = (torch.randint(-8, 8, (M, N), generator=g, device=device).float() + 0.5) / 4
-    else:
-        logits = torch.randn(M, N, generator=g, device=device)
+    logits = tc.family_values(shape.get("values", "normal"), M, N, g, device)
     if shape.get("lengths") == "full":
         lengths = torch.full((M,), N, dtype=torch.int32, device=device)
     else:
@@ -118,4 +127,5 @@ TARGET = Target(
     make_inputs=make_inputs, reference=reference, check=check, baseline=baseline, output_spec=output_spec,
     canonical=tc.canonical, bytes_min=bytes_min, flops=flops, forbidden_torch=TOPK_FORBIDDEN,
     seed_candidates=("seed.py",), e2e_slot="topk", tolerance={"values": 0.0},
+    value_families=tc.TOPK_FAMILIES, axis_classes=AXIS_CLASSES, gpu_shapes=GPU_SHAPES,
 )
