@@ -1,0 +1,120 @@
+"""Each value family makes the shortcut it is there for visible, and the verify set covers the range.
+
+The families exist so that a reduced-precision selection or accumulation (where the contract is f32)
+fails the target's own check on the family's inputs, while the f32 default passes the same inputs."""
+
+import pytest
+import torch
+
+from gpu_worker.targets import TARGETS, get_target
+from gpu_worker.targets import _topk_common as tc
+
+TOPK, INDEXER, RMS = get_target("dsa_topk"), get_target("dsa_indexer_topk"), get_target("add_rmsnorm")
+SINGLE = [t for t in TARGETS.values() if t.name in ("dsa_topk", "dsa_indexer_topk", "add_rmsnorm")]
+
+
+def _topk_shape(family, rows=3, n_ctx=6000, lengths="ragged"):
+    return {"rows": rows, "n_ctx": n_ctx, "k": 2048, "values": family, "lengths": lengths}
+
+
+@pytest.mark.parametrize("target", SINGLE, ids=lambda t: t.name)
+def test_the_verify_set_covers_every_bin_both_ends_and_every_family(target):
+    for device in ("cpu", "cuda"):
+        shapes = target.verify_shapes("smoke", 5, device)
+        assert shapes[:-1] == target.verify_shapes("full", 6, device)[:-1], "profiles verify the same shapes"
+        fixed = target.verification_shapes("smoke")
+        for axis, bins in target.axis_classes.items():
+            lo, hi = target.axes[axis]
+            assert bins[0][0] == lo and bins[-1][1] == hi
+            assert all(a[1] + 1 == b[0] for a, b in zip(bins, bins[1:])), f"{axis}: the bins tile the range"
+            values = [s[axis] for s in fixed]
+            assert lo in values and hi in values, f"{target.name}: both ends of {axis} on every device"
+            for b0, b1 in bins:
+                assert any(b0 <= v <= b1 for v in values), f"{target.name}: no verify shape in {axis} {b0}-{b1}"
+        assert {s["values"] for s in fixed} == set(target.value_families)
+        if "lengths" in fixed[0]:
+            assert {s["lengths"] for s in fixed} == {"full", "ragged"}
+    corners = target.verify_shapes("smoke", 5, "cuda")
+    assert any(all(s[a] == target.axes[a][1] for a in target.axes) for s in corners), "the largest corner on a GPU"
+
+
+@pytest.mark.parametrize("target", SINGLE, ids=lambda t: t.name)
+def test_the_drawn_shape_stays_in_range_and_draws_every_family(target):
+    seen = set()
+    for seed in range(200):
+        s = target.random_shape("smoke", seed)
+        for axis, (lo, hi) in target.axes.items():
+            assert lo <= s[axis] <= hi
+        seen.add(s["values"])
+    assert seen == set(target.value_families)
+
+
+@pytest.mark.parametrize("target", SINGLE, ids=lambda t: t.name)
+def test_every_family_passes_the_default_and_an_unknown_one_is_refused(target):
+    for family in target.value_families:
+        shape = (_topk_shape(family, 2, 4500) if "n_ctx" in target.axes
+                 else {"tokens": 5, "hidden": 2048, "values": family})
+        inputs = target.make_inputs(shape, 9, "cpu")
+        ok, _, msg = target.check(target.baseline(*inputs), inputs, target.reference(inputs))
+        assert ok, (target.name, family, msg)
+        again = target.make_inputs(shape, 9, "cpu")
+        assert all(torch.equal(a, b) for a, b in zip(inputs, again) if isinstance(a, torch.Tensor))
+    with pytest.raises(ValueError):
+        target.make_inputs(dict(shape, values="no_such_family"), 9, "cpu")
+
+
+def test_relu_family_has_many_exact_zeros_and_the_kth_value_is_zero():
+    logits, lengths, k = TOPK.make_inputs(_topk_shape("relu", lengths="full"), 1, "cpu")
+    assert float((logits == 0).float().mean()) > 0.6
+    assert bool((TOPK.reference((logits, lengths, k))["kth"] == 0).all())
+
+
+def test_heavy_tail_family_spans_many_decades():
+    logits, _, _ = TOPK.make_inputs(_topk_shape("heavy_tail", lengths="full"), 1, "cpu")
+    mag = logits.abs()
+    assert float(mag.max() / mag.median()) > 1e3
+
+
+def test_a_bf16_or_fp16_selection_fails_near_bf16_and_f32_passes():
+    inputs = TOPK.make_inputs(_topk_shape("near_bf16"), 2, "cpu")
+    logits, lengths, k = inputs
+    ref = TOPK.reference(inputs)
+    assert TOPK.check(tc.torch_masked_topk(logits, lengths, k), inputs, ref)[0]
+    for dtype in (torch.bfloat16, torch.float16):
+        reduced = tc.torch_masked_topk(logits.to(dtype).float(), lengths, k)
+        ok, _, msg = TOPK.check(reduced, inputs, ref)
+        assert not ok, (dtype, msg)
+
+
+def test_indexer_logits_kept_in_bf16_fail_near_bf16():
+    from gpu_worker.targets.dsa_indexer_topk import scores
+    inputs = INDEXER.make_inputs(_topk_shape("near_bf16", 2, 5000), 4, "cpu")
+    q, k_index, weights, lengths, k = inputs
+    ref = INDEXER.reference(inputs)
+    f32 = tc.torch_masked_topk(scores(q, k_index, weights, torch.float32), lengths, k)
+    assert INDEXER.check(f32, inputs, ref)[0]
+    rounded = scores(q, k_index, weights, torch.float32).to(torch.bfloat16).float()
+    ok, _, msg = INDEXER.check(tc.torch_masked_topk(rounded, lengths, k), inputs, ref)
+    assert not ok, msg
+
+
+def test_indexer_relu_family_scores_are_mostly_exact_zeros():
+    from gpu_worker.targets.dsa_indexer_topk import scores
+    q, k_index, weights, lengths, k = INDEXER.make_inputs(_topk_shape("relu", 1, 8000), 4, "cpu")
+    s = scores(q, k_index, weights, torch.float64)
+    assert float((s == 0).double().mean()) > 0.8
+
+
+def _fp16_squares(x, residual, weight, eps):
+    """add_rmsnorm with each h^2 formed in fp16 and summed in f32: a shortcut the normal family hides."""
+    h = x + residual
+    hh = h.to(torch.float16)
+    ms = (hh * hh).float().mean(-1, keepdim=True)
+    return h, (h.float() * torch.rsqrt(ms + eps) * weight.float()).to(torch.bfloat16)
+
+
+def test_rmsnorm_fp16_squares_pass_normal_values_and_fail_every_other_family():
+    for family in RMS.value_families:
+        inputs = RMS.make_inputs({"tokens": 4, "hidden": 4096, "values": family}, 3, "cpu")
+        ok, _, msg = RMS.check(_fp16_squares(*inputs), inputs, RMS.reference(inputs))
+        assert ok == (family == "normal"), (family, msg)
