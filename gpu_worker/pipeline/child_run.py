@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import sys
 import traceback
@@ -14,6 +15,12 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from ..targets import get_target
 from ..targets.base import as_outputs
 from .protocol import derive_seed
+from .referee import file_name, runs_for
+
+try:
+    from . import tamper
+except ImportError:  # helper G's tamper check (pipeline/tamper.py) has not landed yet
+    tamper = None
 
 # aten ops a candidate's forward may issue itself: allocation, layout and copies; the work is the kernel's.
 ALLOWED_OPS = {
@@ -217,11 +224,33 @@ class Candidate:
             # (e.g. profiling restricted to admin users), not evidence of absence
             kernels = kernels or None
         return {"result": result, "launches": list(self.log.names), "ops": dict(rec.ops), "kernels": kernels,
-                "threads": self.active_threads() - threads_before, "cute_compiles": self.log.cute_compiles}
+                "threads": self.active_threads() - threads_before, "cute_compiles": self.log.cute_compiles,
+                "tamper": tamper_findings()}
+
+    def capture(self, inputs, graph, stream) -> dict:
+        """Capture one call in `graph` on `stream`, as the benchmark does; the ops and launches it issues
+        are recorded as for a plain call (a torch fallback only under capture is still one)."""
+        threads_before = self.active_threads()
+        self.log.names.clear()
+        rec = OpRecorder(0)
+        self.log.recording = True
+        try:
+            with torch.cuda.graph(graph, stream=stream), rec:  # the recorder sees the candidate's ops only
+                result = self.forward(*inputs)
+        finally:
+            self.log.recording = False
+        return {"result": result, "launches": list(self.log.names), "ops": dict(rec.ops), "kernels": None,
+                "threads": self.active_threads() - threads_before, "tamper": tamper_findings()}
+
+
+def tamper_findings() -> list[dict]:
+    """TAMPER CALL SITE, after every candidate call: did the call change anything the harness relies
+    on (helper G's pipeline/tamper.py; empty until it lands)."""
+    return list(tamper.check()) if tamper is not None else []
 
 
 def evidence_findings(call: dict, cand: Candidate) -> list[dict]:
-    findings = []
+    findings = list(call.get("tamper") or [])
     foreign_ops = sorted(op for op in call["ops"] if op not in ALLOWED_OPS)
     if foreign_ops:
         findings.append({"code": "verify:torch_fallback",
@@ -249,18 +278,110 @@ def _save(path: Path, outputs) -> None:
     torch.save([t.detach().cpu() for t in outputs], path)
 
 
+def _moved(inputs) -> tuple:
+    """The same values in newly allocated tensors: new pointers while the old ones are still alive."""
+    return tuple(x.clone() if isinstance(x, torch.Tensor) else x for x in inputs)
+
+
+def _refill(inputs, fresh) -> None:
+    for x, y in zip(inputs, fresh):
+        if isinstance(x, torch.Tensor):
+            x.copy_(y)
+
+
+def burst_length(seed: int) -> int:
+    """Extra calls before the "later" run: 4 to 16, drawn from the secret, so a count is not a signal."""
+    return 4 + derive_seed(seed, "burst") % 13
+
+
+STRUCTURAL = ("verify:output_type", "verify:shape", "verify:dtype", "verify:device")
+
+
+class ShapeRun:
+    """One shape's runs (referee.RUNS): calls the candidate, keeps every finding once, saves outputs."""
+
+    def __init__(self, target, cand: Candidate, shape, index: int, seed: int, outdir: Path, findings: list):
+        self.target, self.cand, self.shape, self.index, self.seed = target, cand, shape, index, seed
+        self.outdir, self.findings, self.files = outdir, findings, []
+        self.spec = target.output_spec(shape)
+
+    def inputs(self, input_set: int) -> tuple:
+        return self.target.make_inputs(self.shape, derive_seed(self.seed, "verify", self.index, input_set),
+                                       self.cand.device)
+
+    def add(self, findings) -> None:
+        for f in findings:
+            if f not in self.findings:
+                self.findings.append(f)
+
+    def call(self, inputs, variant: int, **kw) -> tuple[dict, list]:
+        """One call; every call is held to the same evidence (own kernel, no torch work, no thread, no
+        tamper), so a fallback on the n-th call or for new pointers is as visible as on the first."""
+        result = self.cand.call(inputs, variant, **kw)
+        outs = as_outputs(result["result"])
+        self.add(structure_findings(outs, self.spec, self.cand.device, inputs))
+        self.add(evidence_findings(result, self.cand))
+        return result, outs
+
+    def save(self, tag: str, outs) -> None:
+        name = file_name(self.index, tag)
+        _save(self.outdir / name, outs)
+        self.files.append(name)
+
+    def broken(self) -> bool:
+        return any(f["code"] in STRUCTURAL for f in self.findings)
+
+    def graph_runs(self) -> bool:
+        """On a GPU, run the candidate as the benchmark does: on a side stream, then captured in a CUDA
+        graph and replayed, once on the captured values and once after new values were copied into the
+        captured input tensors. False when the capture broke (later shapes then skip it)."""
+        side = torch.cuda.Stream()
+        inputs = self.inputs(3)
+        with torch.cuda.stream(side):
+            _, outs = self.call(inputs, 1)
+        if self.broken():
+            return True
+        self.save("stream", outs)
+        graph = torch.cuda.CUDAGraph()
+        try:
+            captured = self.cand.capture(inputs, graph, side)
+        except Exception:
+            with contextlib.suppress(Exception):
+                torch.cuda.synchronize()
+            self.add([{"code": "verify:graph_capture",
+                       "message": "the call failed while captured in a CUDA graph on a side stream, as the "
+                                  f"benchmark runs it:\n{traceback.format_exc()[-2000:]}"}])
+            return False
+        outs = as_outputs(captured["result"])
+        self.add(structure_findings(outs, self.spec, "cuda", inputs))
+        self.add(evidence_findings(captured, self.cand))
+        if self.broken():
+            return True
+        for tag, fresh in (("replay", None), ("replay_fresh", self.inputs(4))):
+            with torch.cuda.stream(side):
+                if fresh is not None:
+                    _refill(inputs, fresh)
+                graph.replay()
+            side.synchronize()
+            self.save(tag, outs)
+        del graph
+        return True
+
+
 def verify(cfg, out, target, cand: Candidate, seed: int, perf) -> None:
     device = cand.device
     outdir = Path(cfg["outputs_dir"])
+    graphs = device == "cuda"
     for i, shape in enumerate(cfg["shapes"]):
         t0 = perf()
         msg = {"type": "verify_shape", "index": i, "shape": shape, "findings": []}
         findings = msg["findings"]
+        runs = {r.tag for r in runs_for(i, device)}
         try:
-            inputs = target.make_inputs(shape, derive_seed(seed, "verify", i, 0), device)
+            sr = ShapeRun(target, cand, shape, i, seed, outdir, findings)
+            inputs = sr.inputs(0)
             tensors = [x for x in inputs if isinstance(x, torch.Tensor)]
             snapshot = [x.clone() for x in tensors]
-            spec = target.output_spec(shape)
             if device == "cpu" and cand.dsl == "cute":
                 try:
                     cand.call(inputs, 0)
@@ -278,46 +399,44 @@ def verify(cfg, out, target, cand: Candidate, seed: int, perf) -> None:
                 out.send(**msg)
                 continue
 
-            first = cand.call(inputs, 0, profile=(device == "cuda"))
-            outs1 = as_outputs(first["result"])
+            first, outs1 = sr.call(inputs, 0, profile=(device == "cuda"))
             msg.update(launches=sorted(set(first["launches"])), ops=first["ops"], kernels=first["kernels"])
-            findings += structure_findings(outs1, spec, device, inputs)
-            findings += evidence_findings(first, cand)
             if not all(_same_bits(a, b) for a, b in zip(tensors, snapshot)):
                 findings.append({"code": "verify:mutated_input", "message": "forward modified its inputs"})
                 for x, s in zip(tensors, snapshot):
                     x.copy_(s)
-            if any(f["code"] in ("verify:output_type", "verify:shape", "verify:dtype", "verify:device")
-                   for f in findings):
+            if sr.broken():
                 msg["status"] = "ran"
                 msg["seconds"] = perf() - t0
                 out.send(**msg)
                 continue
+            sr.save("first", outs1)
 
-            second = cand.call(inputs, 1)
-            outs2 = as_outputs(second["result"])
-            findings += [f for f in structure_findings(outs2, spec, device, inputs) if f not in findings]
+            # the same values at new addresses: a result tied to a pointer, or nondeterminism, shows here
+            _, outs2 = sr.call(_moved(inputs), 1)
             if _overlaps(_storages(outs1), _storages(outs2)):
                 findings.append({"code": "verify:reused_output",
                                  "message": "two calls returned the same output memory (a cached or static result)"})
-            elif not all(_same_bits(a, b) for a, b in zip(target.canonical(outs1[0] if len(outs1) == 1 else outs1),
-                                                          target.canonical(outs2[0] if len(outs2) == 1 else outs2))):
+            elif not sr.broken() and not all(
+                    _same_bits(a, b) for a, b in zip(target.canonical(outs1[0] if len(outs1) == 1 else outs1),
+                                                     target.canonical(outs2[0] if len(outs2) == 1 else outs2))):
                 findings.append({"code": "verify:nondeterministic",
                                  "message": "two runs on the same inputs gave different results"})
+            sr.save("moved", outs2)
 
             # same memory, new contents: a result cached by pointer or shape is now stale
-            fresh = target.make_inputs(shape, derive_seed(seed, "verify", i, 1), device)
-            for x, y in zip(inputs, fresh):
-                if isinstance(x, torch.Tensor):
-                    x.copy_(y)
-            third = cand.call(inputs, 0)
-            outs3 = as_outputs(third["result"])
-            for f in structure_findings(outs3, spec, device, inputs):
-                if f not in findings:
-                    findings.append(f)
-            _save(outdir / f"verify_{i}_a.pt", outs1)
-            _save(outdir / f"verify_{i}_c.pt", outs3)
-            msg.update(status="ran", files=[f"verify_{i}_a.pt", f"verify_{i}_c.pt"])
+            _refill(inputs, sr.inputs(1))
+            _, outs3 = sr.call(inputs, 0)
+            sr.save("refresh", outs3)
+
+            if "later" in runs:  # the n-th call: a burst on fresh inputs, then one the referee judges
+                for j in range(burst_length(seed)):
+                    sr.call(sr.inputs(100 + j), j % 2)
+                _, outs4 = sr.call(sr.inputs(2), 0)
+                sr.save("later", outs4)
+            if graphs and "stream" in runs:
+                graphs = sr.graph_runs()
+            msg.update(status="ran", files=sr.files)
         except torch.OutOfMemoryError as e:
             msg["status"] = "error"
             findings.append({"code": "verify:oom", "message": str(e)[:2000]})

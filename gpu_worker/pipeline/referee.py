@@ -1,14 +1,49 @@
 """The parent's judgement of verification outputs: inputs regenerated from the secret seed, the
 reference computed here (never in the candidate's process), the target's check applied to what
-the child saved. Loading uses torch.load(weights_only=True): the files are untrusted."""
+the child saved. Loading uses torch.load(weights_only=True): the files are untrusted.
+
+RUNS is the plan both sides share: every way the child runs the candidate on one shape, the input
+set that run used, and the finding it earns when its output is wrong. The parent judges every run
+of the plan, whatever the child says it saved, so a run that is skipped is a missing output."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import NamedTuple
 
 import torch
 
 from .protocol import derive_seed
+
+
+class Run(NamedTuple):
+    tag: str          # the file is verify_<shape index>_<tag>.pt
+    input_set: int    # derive_seed(seed, "verify", shape index, input_set) made its inputs
+    code: str         # the finding when this run's output is wrong and the first run's is right
+    what: str         # how the run differs from the first, for the message
+    where: str        # "all", "cuda" (needs a GPU) or "first" (the first shape only)
+
+
+RUNS = (
+    Run("first", 0, "verify:wrong", "the first call", "all"),
+    Run("moved", 0, "verify:new_buffers", "the same values in newly allocated input tensors", "all"),
+    Run("refresh", 1, "verify:stale_result", "new values written into the first call's input tensors", "all"),
+    Run("later", 2, "verify:call_count", "a later call, after a burst of calls on fresh inputs", "first"),
+    Run("stream", 3, "verify:side_stream", "a call on a side stream", "cuda"),
+    Run("replay", 3, "verify:graph_replay", "a replay of the call captured in a CUDA graph", "cuda"),
+    Run("replay_fresh", 4, "verify:graph_replay",
+        "a replay after new values were copied into the captured input tensors", "cuda"),
+)
+
+
+def runs_for(index: int, device: str) -> list[Run]:
+    """The runs the child makes, and the parent judges, for shape `index`."""
+    return [r for r in RUNS if r.where == "all" or (r.where == "cuda" and device == "cuda")
+            or (r.where == "first" and index == 0)]
+
+
+def file_name(index: int, tag: str) -> str:
+    return f"verify_{index}_{tag}.pt"
 
 
 def _load(path: Path, device: str):
@@ -19,31 +54,44 @@ def _load(path: Path, device: str):
     return tensors[0] if len(tensors) == 1 else tuple(tensors)
 
 
+def _missing(name: str, why: str) -> dict:
+    return {"pass": False, "max_error": None, "message": f"{why}: {name}",
+            "findings": [{"code": "verify:missing_output", "message": f"{why}: {name}"}]}
+
+
 def judge(target, shape: dict, index: int, seed: int, outputs_dir: Path, files: list[str], device: str) -> dict:
-    """{pass, max_error, message, findings} for one verification shape."""
-    results = []
-    for which, name in zip((0, 1), files):
+    """{pass, max_error, message, findings} for one verification shape: every run of runs_for(index,
+    device) is judged against the reference of the input set it was given. `files` is what the child
+    says it saved; the plan, not that list, decides what is judged."""
+    results = []  # (run, ok, error, message)
+    refs: dict[int, tuple] = {}  # input set -> (inputs, reference): "first" and "moved" share one
+    for run in runs_for(index, device):
+        name = file_name(index, run.tag)
         path = outputs_dir / name
         if path.parent != outputs_dir or not path.is_file():
-            return {"pass": False, "max_error": None, "message": f"missing output file {name}",
-                    "findings": [{"code": "verify:missing_output", "message": f"no {name}"}]}
+            return _missing(name, "no output file for " + run.what)
         try:
             output = _load(path, device)
         except Exception as e:
-            return {"pass": False, "max_error": None, "message": f"unreadable outputs: {e}",
-                    "findings": [{"code": "verify:missing_output", "message": str(e)[:500]}]}
-        inputs = target.make_inputs(shape, derive_seed(seed, "verify", index, which), device)
-        ref = target.reference(inputs)
-        results.append(target.check(output, inputs, ref))
-        del inputs, ref, output
-    (ok1, err1, msg1), (ok3, err3, msg3) = results
+            return _missing(name, f"unreadable outputs ({str(e)[:300]})")
+        if run.input_set not in refs:
+            inputs = target.make_inputs(shape, derive_seed(seed, "verify", index, run.input_set), device)
+            refs[run.input_set] = (inputs, target.reference(inputs))
+        inputs, ref = refs[run.input_set]
+        ok, err, msg = target.check(output, inputs, ref)
+        results.append((run, ok, err, msg))
+        del output
+    del refs
     findings = []
-    if not ok1:
-        code = "verify:nan" if "NaN" in msg1 else "verify:wrong"
-        findings.append({"code": code, "message": msg1})
-    elif not ok3:
-        code = "verify:nan" if "NaN" in msg3 else "verify:stale_result"
-        findings.append({"code": code, "message": f"after the inputs were refreshed in place: {msg3}"})
-    max_error = max(err1, err3)
-    return {"pass": ok1 and ok3, "max_error": max_error if max_error == max_error else None,
-            "message": msg1 if not ok1 else msg3, "findings": findings}
+    first_run, first_ok, _, first_msg = results[0]
+    if not first_ok:
+        findings.append({"code": "verify:nan" if "NaN" in first_msg else first_run.code, "message": first_msg})
+    else:
+        for run, ok, _, msg in results[1:]:
+            if not ok:
+                code = "verify:nan" if "NaN" in msg else run.code
+                findings.append({"code": code, "message": f"on {run.what}: {msg}"})
+    errors = [err for _, _, err, _ in results if err == err]  # NaN errors say nothing about size
+    failed = [msg for _, ok, _, msg in results if not ok]
+    return {"pass": not failed, "max_error": max(errors) if errors else None,
+            "message": findings[0]["message"] if findings else results[0][3], "findings": findings}
