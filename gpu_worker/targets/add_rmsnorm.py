@@ -29,7 +29,7 @@ AXIS_CLASSES = {
 #             that loses the small terms beside the large ones gets the mean of squares wrong
 FAMILIES = ("normal", "large", "small", "outliers")
 SCALE = {"normal": 1.0, "large": 512.0, "small": 1e-3, "outliers": 1.0}
-RANDOM_ELEMENTS = 1 << 22  # tokens x hidden of the drawn shape: seconds in Triton's interpreter
+RANDOM_ELEMENTS = 1 << 21  # tokens x hidden of the drawn shape: seconds in Triton's interpreter
 
 
 def _shape(tokens, hidden, values="normal") -> Shape:
