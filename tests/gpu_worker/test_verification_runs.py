@@ -1,0 +1,137 @@
+"""Verification runs the candidate every way referee.RUNS lists, and the referee judges every run.
+
+The child's verify loop runs here in-process on the CPU (Triton's interpreter), on small shapes, so each
+test shows one run catching the behaviour it is there for; the sandboxed end-to-end path is covered
+by tests/redteam (verify_* candidates)."""
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from gpu_worker.pipeline import child_run, referee
+from gpu_worker.pipeline.guard import check_candidate
+from gpu_worker.targets import get_target
+
+TOPK = get_target("dsa_topk")
+REDTEAM = Path(__file__).resolve().parents[1] / "redteam" / "candidates"
+SEED = 20261204
+SHAPES = [{"rows": 2, "n_ctx": 6000, "k": 2048, "values": "normal", "lengths": "ragged"},
+          {"rows": 3, "n_ctx": 5000, "k": 2048, "values": "near_bf16", "lengths": "full"}]
+
+
+class _Out:
+    def __init__(self):
+        self.messages = []
+
+    def send(self, **message):
+        self.messages.append(message)
+
+
+@pytest.fixture
+def launch_log():
+    """LaunchLog patches the run method of Triton's function classes: put them back afterwards."""
+    from triton.runtime import interpreter, jit
+    saved = [(cls, cls.run) for cls in (jit.JITFunction, interpreter.InterpretedFunction)]
+    log = child_run.LaunchLog()
+    log.install(cute=False)
+    yield log
+    for cls, run in saved:
+        cls.run = run
+
+
+def _verify(tmp_path, launch_log, source: str, shapes=SHAPES, seed=SEED, guarded=True):
+    """Run the child's verify on `source`, then judge each shape as the parent does. guarded=False
+    shows what the run-time evidence catches on its own, where the static guard would stop it first."""
+    path = tmp_path / "candidate.py"
+    path.write_text(source)
+    findings, info = check_candidate(source, TOPK)
+    assert not findings or not guarded, findings
+    module = child_run.load_module(str(path), f"cand_{abs(hash(source))}")
+    cand = child_run.Candidate(module.forward, info["kernels"], "triton", "cpu", launch_log, threading.active_count)
+    out = _Out()
+    outdir = tmp_path / "outputs"
+    outdir.mkdir()
+    child_run.verify({"shapes": shapes, "outputs_dir": str(outdir)}, out, TOPK, cand, seed, time.perf_counter)
+    verdicts = []
+    for m in out.messages:
+        i = m["index"]
+        codes = [f["code"] for f in m["findings"]]
+        if m.get("files"):
+            v = referee.judge(TOPK, shapes[i], i, seed, outdir, m["files"], "cpu")
+            codes += [f["code"] for f in v["findings"]]
+            verdicts.append((m, v, codes))
+        else:
+            verdicts.append((m, None, codes))
+    return verdicts
+
+
+def _codes(verdicts) -> set:
+    return {c for _, _, codes in verdicts for c in codes}
+
+
+def test_an_honest_candidate_passes_every_run_and_saves_what_the_plan_lists(tmp_path, launch_log):
+    verdicts = _verify(tmp_path, launch_log, (REDTEAM / "honest_topk_bisect.py").read_text())
+    assert len(verdicts) == len(SHAPES)
+    for i, (m, v, codes) in enumerate(verdicts):
+        assert not codes, codes
+        assert v["pass"], v
+        assert m["files"] == [referee.file_name(i, r.tag) for r in referee.runs_for(i, "cpu")]
+    assert "later" in {r.tag for r in referee.runs_for(0, "cpu")}
+    assert "later" not in {r.tag for r in referee.runs_for(1, "cpu")}
+    assert {r.tag for r in referee.runs_for(1, "cuda")} >= {"stream", "replay", "replay_fresh"}
+
+
+def test_a_candidate_wrong_for_new_pointers_fails_the_moved_run(tmp_path, launch_log):
+    codes = _codes(_verify(tmp_path, launch_log, (REDTEAM / "verify_topk_new_pointer.py").read_text()))
+    assert "verify:new_buffers" in codes
+    assert "verify:wrong" not in codes  # its first call is right: only the moved run shows it
+
+
+def test_a_candidate_that_memoises_after_three_calls_fails_the_later_run(tmp_path, launch_log):
+    verdicts = _verify(tmp_path, launch_log, (REDTEAM / "verify_topk_nth_call.py").read_text())
+    assert "verify:call_count" in verdicts[0][2]
+    assert not verdicts[1][2]  # three calls on the second shape: the memo is never served there
+
+
+FALLBACK_ON_THIRD_CALL = (REDTEAM / "honest_topk_bisect.py").read_text().replace('''def forward(logits, lengths, k):
+    M, N = logits.shape''', '''_calls = []
+
+
+def forward(logits, lengths, k):
+    _calls.append(1)
+    if len(_calls) == 3:  # the refresh run of the first shape: torch does the work
+        return torch.ops.aten.topk(logits, k, 1)[1].to(torch.int32)
+    M, N = logits.shape''')
+
+
+def test_every_call_is_held_to_the_evidence_not_only_the_first(tmp_path, launch_log):
+    assert "_calls.append" in FALLBACK_ON_THIRD_CALL
+    verdicts = _verify(tmp_path, launch_log, FALLBACK_ON_THIRD_CALL, shapes=SHAPES[:1], guarded=False)
+    assert "verify:torch_fallback" in verdicts[0][2]
+
+
+def test_the_referee_judges_the_plan_not_the_files_the_child_lists(tmp_path, launch_log):
+    verdicts = _verify(tmp_path, launch_log, (REDTEAM / "honest_topk_bisect.py").read_text(), shapes=SHAPES[1:])
+    outdir = tmp_path / "outputs"
+    good = referee.judge(TOPK, SHAPES[1], 0, SEED, outdir, ["verify_0_first.pt"], "cpu")
+    assert good["pass"]  # the plan's files are there: the child's short list does not matter
+    (outdir / referee.file_name(0, "refresh")).unlink()
+    v = referee.judge(TOPK, SHAPES[1], 0, SEED, outdir, verdicts[0][0]["files"], "cpu")
+    assert not v["pass"] and v["findings"][0]["code"] == "verify:missing_output"
+
+
+def test_a_wrong_refresh_output_gets_the_stale_finding(tmp_path, launch_log):
+    verdicts = _verify(tmp_path, launch_log, (REDTEAM / "honest_topk_bisect.py").read_text(), shapes=SHAPES[1:])
+    outdir = tmp_path / "outputs"
+    first = torch.load(outdir / referee.file_name(0, "first"), weights_only=True)
+    torch.save(first, outdir / referee.file_name(0, "refresh"))  # the first answer again: stale
+    v = referee.judge(TOPK, SHAPES[1], 0, SEED, outdir, verdicts[0][0]["files"], "cpu")
+    assert [f["code"] for f in v["findings"]] == ["verify:stale_result"]
+
+
+def test_the_burst_length_comes_from_the_secret():
+    lengths = {child_run.burst_length(s) for s in range(200)}
+    assert lengths == set(range(4, 17))
