@@ -333,10 +333,11 @@ class ShapeRun:
 
     def graph_runs(self) -> bool:
         """On a GPU, run the candidate as the benchmark does: on a side stream, then captured in a CUDA
-        graph and replayed, once on the captured values and once after new values were copied into the
-        captured input tensors. False when the capture broke (later shapes then skip it)."""
+        graph and replayed, once on the captured values (the first call's) and once after new values
+        were copied into the captured input tensors. False when the capture broke (later shapes then
+        skip it)."""
         side = torch.cuda.Stream()
-        inputs = self.inputs(3)
+        inputs = self.inputs(0)  # the first call's values, in new tensors: only the stream differs
         with torch.cuda.stream(side):
             _, outs = self.call(inputs, 1)
         if self.broken():
@@ -357,7 +358,7 @@ class ShapeRun:
         self.add(evidence_findings(captured, self.cand))
         if self.broken():
             return True
-        for tag, fresh in (("replay", None), ("replay_fresh", self.inputs(4))):
+        for tag, fresh in (("replay", None), ("replay_fresh", self.inputs(3))):
             with torch.cuda.stream(side):
                 if fresh is not None:
                     _refill(inputs, fresh)

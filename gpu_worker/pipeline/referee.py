@@ -29,9 +29,9 @@ RUNS = (
     Run("moved", 0, "verify:new_buffers", "the same values in newly allocated input tensors", "all"),
     Run("refresh", 1, "verify:stale_result", "new values written into the first call's input tensors", "all"),
     Run("later", 2, "verify:call_count", "a later call, after a burst of calls on fresh inputs", "first"),
-    Run("stream", 3, "verify:side_stream", "a call on a side stream", "cuda"),
-    Run("replay", 3, "verify:graph_replay", "a replay of the call captured in a CUDA graph", "cuda"),
-    Run("replay_fresh", 4, "verify:graph_replay",
+    Run("stream", 0, "verify:side_stream", "the first call's values in new tensors, on a side stream", "cuda"),
+    Run("replay", 0, "verify:graph_replay", "a replay of that call captured in a CUDA graph", "cuda"),
+    Run("replay_fresh", 3, "verify:graph_replay",
         "a replay after new values were copied into the captured input tensors", "cuda"),
 )
 
@@ -63,8 +63,8 @@ def judge(target, shape: dict, index: int, seed: int, outputs_dir: Path, files: 
     """{pass, max_error, message, findings} for one verification shape: every run of runs_for(index,
     device) is judged against the reference of the input set it was given. `files` is what the child
     says it saved; the plan, not that list, decides what is judged."""
-    results = []  # (run, ok, error, message)
-    refs: dict[int, tuple] = {}  # input set -> (inputs, reference): "first" and "moved" share one
+    results = []  # (run, output, ok, error, message)
+    refs: dict[int, tuple] = {}  # input set -> (inputs, reference): runs on set 0 share one
     for run in runs_for(index, device):
         name = file_name(index, run.tag)
         path = outputs_dir / name
@@ -79,19 +79,42 @@ def judge(target, shape: dict, index: int, seed: int, outputs_dir: Path, files: 
             refs[run.input_set] = (inputs, target.reference(inputs))
         inputs, ref = refs[run.input_set]
         ok, err, msg = target.check(output, inputs, ref)
-        results.append((run, ok, err, msg))
-        del output
+        results.append((run, output, ok, err, msg))
     del refs
-    findings = []
-    first_run, first_ok, _, first_msg = results[0]
-    if not first_ok:
-        findings.append({"code": "verify:nan" if "NaN" in first_msg else first_run.code, "message": first_msg})
-    else:
-        for run, ok, _, msg in results[1:]:
-            if not ok:
-                code = "verify:nan" if "NaN" in msg else run.code
-                findings.append({"code": code, "message": f"on {run.what}: {msg}"})
-    errors = [err for _, _, err, _ in results if err == err]  # NaN errors say nothing about size
-    failed = [msg for _, ok, _, msg in results if not ok]
-    return {"pass": not failed, "max_error": max(errors) if errors else None,
-            "message": findings[0]["message"] if findings else results[0][3], "findings": findings}
+    findings = [f for f in (_finding(target, results, i) for i in range(len(results))) if f]
+    if findings and not results[0][2]:
+        findings = findings[:1]  # wrong from the first call: the other runs add nothing
+    errors = [r[3] for r in results if r[3] == r[3]]  # NaN errors say nothing about size
+    return {"pass": all(r[2] for r in results), "max_error": max(errors) if errors else None,
+            "message": findings[0]["message"] if findings else results[0][4], "findings": findings}
+
+
+def _finding(target, results, i: int) -> dict | None:
+    """The finding for run i, or None when it is right. A run's own code names the condition that
+    changed the answer, so it is given only when that condition is the one difference: the run saw
+    the first call's values (which were answered right), or it returned an earlier run's answer to
+    other inputs (a stale answer). Any other wrong answer is verify:wrong, and the message says
+    which run produced it."""
+    run, output, ok, _, msg = results[i]
+    if ok:
+        return None
+    if "NaN" in msg:
+        return {"code": "verify:nan", "message": f"on {run.what}: {msg}"}
+    if i == 0:
+        return {"code": run.code, "message": msg}
+    if run.input_set == 0 and results[0][2]:
+        return {"code": run.code, "message": f"right on the first call, wrong on {run.what}: {msg}"}
+    for earlier in results[:i]:
+        if earlier[0].input_set != run.input_set and _same_answer(target, output, earlier[1]):
+            return {"code": run.code, "message": f"on {run.what}: the answer given to {earlier[0].what} "
+                                                 f"(other inputs), a stale result: {msg}"}
+    return {"code": "verify:wrong", "message": f"on {run.what}: {msg}"}
+
+
+def _same_answer(target, a, b) -> bool:
+    try:
+        ca, cb = target.canonical(a), target.canonical(b)
+        return len(ca) == len(cb) and all(x.shape == y.shape and x.dtype == y.dtype and torch.equal(x, y)
+                                          for x, y in zip(ca, cb))
+    except Exception:
+        return False

@@ -85,9 +85,11 @@ def test_an_honest_candidate_passes_every_run_and_saves_what_the_plan_lists(tmp_
 
 
 def test_a_candidate_wrong_for_new_pointers_fails_the_moved_run(tmp_path, launch_log):
-    codes = _codes(_verify(tmp_path, launch_log, (REDTEAM / "verify_topk_new_pointer.py").read_text()))
-    assert "verify:new_buffers" in codes
-    assert "verify:wrong" not in codes  # its first call is right: only the moved run shows it
+    verdicts = _verify(tmp_path, launch_log, (REDTEAM / "verify_topk_new_pointer.py").read_text())
+    for _, v, codes in verdicts:
+        assert "verify:new_buffers" in codes
+        assert v["findings"][0]["message"].startswith("right on the first call, wrong on the same values")
+    assert set(verdicts[1][2]) <= {"verify:new_buffers", "verify:nondeterministic"}
 
 
 def test_a_candidate_that_memoises_after_three_calls_fails_the_later_run(tmp_path, launch_log):
@@ -135,3 +137,21 @@ def test_a_wrong_refresh_output_gets_the_stale_finding(tmp_path, launch_log):
 def test_the_burst_length_comes_from_the_secret():
     lengths = {child_run.burst_length(s) for s in range(200)}
     assert lengths == set(range(4, 17))
+
+
+def test_a_wrong_answer_that_is_not_stale_is_plain_wrong(tmp_path, launch_log):
+    """Right on the first call's values and wrong on other values is a value-dependent bug, not a
+    stale result: the run's own code is kept for answers that repeat an earlier one."""
+    verdicts = _verify(tmp_path, launch_log, (REDTEAM / "honest_topk_bisect.py").read_text(), shapes=SHAPES[1:])
+    outdir = tmp_path / "outputs"
+    path = outdir / referee.file_name(0, "refresh")
+    out = torch.load(path, weights_only=True)
+    logits, lengths, k = TOPK.make_inputs(SHAPES[1], referee.derive_seed(SEED, "verify", 0, 1), "cpu")
+    chosen = set(out[0][0].tolist())
+    worst = int(logits[0].argmin())
+    assert worst not in chosen
+    out[0][0, 0] = worst  # one selected index swapped for the row's smallest value
+    torch.save(out, path)
+    v = referee.judge(TOPK, SHAPES[1], 0, SEED, outdir, verdicts[0][0]["files"], "cpu")
+    assert [f["code"] for f in v["findings"]] == ["verify:wrong"]
+    assert "new values written into the first call's input tensors" in v["findings"][0]["message"]
