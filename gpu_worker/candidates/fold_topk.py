@@ -1,66 +1,83 @@
-"""Fold the dsa_topk kernels into the two best.py files: a candidate is one file, so they hold copies.
+"""Fold the value-digit top-k into the indexer's best.py: a candidate is one file, so it holds a copy.
 
-python gpu_worker/candidates/fold_topk.py            # rewrite both files from their sources
-python gpu_worker/candidates/fold_topk.py --check    # exit 1 if either has drifted (tests run this)
+python gpu_worker/candidates/fold_topk.py            # rewrite the folded region from its source
+python gpu_worker/candidates/fold_topk.py --check    # exit 1 if it has drifted (tests run this)
 
-Edit the source, then run this. dsa_topk/best.py is SRC (best_v21.py) under its own first docstring line.
-dsa_indexer_topk/best.py keeps its own parts (docstring, logits kernel, forward) and takes INDEXER_SRC's kernels
-(its first @triton.jit up to forward) between the FOLD markers, and INDEXER_SRC's PARAMS,
-prefixed TK_, as the last line of its PARAMS. dsa_topk takes best_v21.py and the indexer
-best_v22.py: value-linear digits, 2x faster on indexer logits whose k-th value lies near zero (~80 -> 40 us
-at 64 x 128K) and ~1 us slower on the normal values of dsa_topk's benchmark (round 8 of NOTES.md).
+Source: dsa_indexer_topk/topk_value_digits.py (a complete dsa_topk candidate). Its kernels (its first
+@triton.jit up to `def forward(`) go between the FOLD markers of dsa_indexer_topk/best.py, and its PARAMS,
+prefixed TK_, become the one line of TK_ entries in that file's PARAMS. Everything else in best.py is its own.
+
+The BEGIN marker records a digest of the region it wrote. A hand edit inside the region changes the digest:
+--check then fails, and a plain run refuses to overwrite it (--force does), so an edit is never lost silently.
 """
 import ast
+import hashlib
 import pathlib
+import re
 import sys
 
 HERE = pathlib.Path(__file__).resolve().parent
-SRC = HERE / "dsa_topk" / "best_v21.py"
-INDEXER_SRC = HERE / "dsa_topk" / "best_v22.py"
-TOPK = HERE / "dsa_topk" / "best.py"
-INDEXER = HERE / "dsa_indexer_topk" / "best.py"
-BEGIN = f"# FOLD BEGIN: the top-k of dsa_topk/{INDEXER_SRC.name}, written by gpu_worker/candidates/fold_topk.py\n"
+SOURCE = HERE / "dsa_indexer_topk" / "topk_value_digits.py"
+TARGET = HERE / "dsa_indexer_topk" / "best.py"
+BEGIN = re.compile(r"# FOLD BEGIN[^\n]*digest (?P<digest>[0-9a-f]{16})\n")
 END = "# FOLD END\n"
-TOPK_HEAD = '"""dsa_topk best: best_v21.py, copied by gpu_worker/candidates/fold_topk.py (edit best_v21.py, then run it).\n'
 
 
-def _params(text):
+def _params(text: str) -> dict:
     for node in ast.parse(text).body:
         if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "PARAMS":
             return ast.literal_eval(node.value)
     raise ValueError("no PARAMS")
 
 
-def folded():
-    src = SRC.read_text()
-    topk = TOPK_HEAD + src.split("\n", 1)[1]
-    isrc = INDEXER_SRC.read_text()
-    kernels = isrc[isrc.index("@triton.jit"):isrc.index("def forward(")].rstrip() + "\n"
-    idx = INDEXER.read_text()
-    head, rest = idx.split(BEGIN)
-    _, tail = rest.split(END)
-    params = _params(isrc)
-    tk = "          " + ", ".join(f'"TK_{n}": {v!r}' for n, v in params.items()) + "}\n"
+def _digest(region: str) -> str:
+    return hashlib.sha256(region.encode()).hexdigest()[:16]
+
+
+def _split(text: str) -> tuple[str, str, str, str]:
+    """(head, recorded digest, region, tail) of the target file."""
+    m = BEGIN.search(text)
+    if m is None or END not in text[m.end():]:
+        raise ValueError(f"{TARGET.name} lacks its FOLD markers")
+    region, tail = text[m.end():].split(END, 1)
+    return text[:m.start()], m["digest"], region, tail
+
+
+def folded(current: str) -> str:
+    """The target file as the fold writes it from SOURCE, keeping its own parts from `current`."""
+    src = SOURCE.read_text()
+    region = "\n\n" + src[src.index("@triton.jit"):src.index("def forward(")].rstrip() + "\n\n\n"
+    head, _, _, tail = _split(current)
+    tk = "          " + ", ".join(f'"TK_{n}": {v!r}' for n, v in _params(src).items()) + "}\n"
     lines = head.splitlines(keepends=True)
     at = [i for i, line in enumerate(lines) if line.startswith('          "TK_')]
-    assert len(at) == 1, "the indexer's PARAMS needs exactly one line of TK_ entries"
+    if len(at) != 1:
+        raise ValueError("the indexer's PARAMS needs exactly one line of TK_ entries")
     lines[at[0]] = tk
-    return {TOPK: topk, INDEXER: "".join(lines) + BEGIN + "\n\n" + kernels + "\n\n" + END + tail}
+    begin = (f"# FOLD BEGIN: written by gpu_worker/candidates/fold_topk.py from {SOURCE.name}, "
+             f"digest {_digest(region)}\n")
+    return "".join(lines) + begin + region + END + tail
 
 
-def _rel(p):
-    return str(p.relative_to(HERE)) if HERE in p.parents else str(p)
+def hand_edited(current: str) -> bool:
+    _, recorded, region, _ = _split(current)
+    return _digest(region) != recorded
 
 
-def main(argv):
-    stale = [p for p, text in folded().items() if not p.exists() or p.read_text() != text]
+def main(argv: list[str]) -> int:
+    current = TARGET.read_text()
+    if hand_edited(current) and "--force" not in argv:
+        print(f"{TARGET.parent.name}/{TARGET.name}: the folded region was edited by hand. Move the edit into "
+              f"{SOURCE.name} and run fold_topk.py --force (which overwrites the region).")
+        return 1
+    stale = folded(current) != current
     if "--check" in argv:
-        for p in stale:
-            print(f"{_rel(p)} differs from what fold_topk.py writes: edit its source and run it")
+        if stale:
+            print(f"{TARGET.parent.name}/{TARGET.name} differs from what fold_topk.py writes: run it")
         return 1 if stale else 0
-    for p, text in folded().items():
-        p.write_text(text)
-    print("wrote", ", ".join(_rel(p) for p in folded()))
+    if stale:
+        TARGET.write_text(folded(current))
+        print(f"wrote {TARGET.parent.name}/{TARGET.name}")
     return 0
 
 

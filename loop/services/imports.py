@@ -119,7 +119,9 @@ def reports_import(*, path: Path, actor, thesis: Thesis | None = None) -> list[R
             if target is None:
                 raise ValidationError(f"unknown target {target_name!r}: sync targets first")
             target_records = [r for r in records if r.get("target") == target_name]
-            devices = [_device_of(report, target_records) for _, report in items]
+            # a report's own records first (file <target>__<kernel>.json): another kernel's day is not its day
+            devices = [_device_of(report, [r for r in target_records if r.get("kernel") == file.stem.split("__")[-1]]
+                                  or target_records) for file, report in items]
             gpu = devices[0][0]
             days = sorted({day for _, day in devices if day})
             date = days[0] if len(days) == 1 else f"{days[0]} to {days[-1]}" if days else ""

@@ -22,7 +22,7 @@ import torch  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CAND = os.path.join(ROOT, "gpu_worker", "candidates")
-sys.path.insert(0, os.path.join(ROOT, "bench", "kernels"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from topk_check import check_topk, check_topk_tol, indexer_scores  # noqa: E402
 
 
@@ -62,9 +62,7 @@ def _topk_cases():
 
 
 TOPK = [("dsa_topk/seed.py", {"BLOCK": 512}),
-        ("dsa_topk/best.py", {"BLOCK": 256, "TARGET_CTAS": 8, "SMALL": 512, "NS": 32, "G": 8, "SMALLT": 64}),
-        ("dsa_topk/best_v3.py", {"BLOCK": 256, "TARGET_CTAS": 8, "SEL_BLOCK": 256}),
-        ("dsa_topk/best_v1_hist2048.py", {"BLOCK": 256, "TARGET_CTAS": 8})]
+        ("dsa_topk/best.py", {"BLOCK": 256, "TARGET_CTAS": 8, "SMALL": 512, "NS": 32, "G": 8, "SMALLT": 64})]
 
 
 @pytest.mark.parametrize("rel,params", TOPK, ids=[t[0] for t in TOPK])
@@ -83,12 +81,10 @@ IDX = [("dsa_indexer_topk/seed.py", {"CHUNK": 256, "N_PER_PROG": 128, "BLOCK_N":
        ("dsa_indexer_topk/seed.py", {"CHUNK": 256, "N_PER_PROG": 128, "BLOCK_N": 64, "MERGE_BLOCK": 256,
                                      "TRANS": 0, "ROWS": 1}),
        ("dsa_indexer_topk/best.py", {"N_PER_PROG": 128, "BLOCK_N": 64, "TK_BLOCK": 256, "TK_TARGET_CTAS": 8,
-                                     "TK_SMALL": 512, "TK_NS": 32, "TK_G": 8, "TK_SMALLT": 64}),
-       ("dsa_indexer_topk/best_v3.py", {"N_PER_PROG": 128, "BLOCK_N": 64, "TK_BLOCK": 256, "TK_TARGET_CTAS": 8,
-                                        "TK_SEL_BLOCK": 256})]
+                                     "TK_SMALL": 512, "TK_NS": 32, "TK_G": 8, "TK_SMALLT": 64})]
 
 
-@pytest.mark.parametrize("rel,params", IDX, ids=["seed", "seed-rows1", "best", "best_v3"])
+@pytest.mark.parametrize("rel,params", IDX, ids=["seed", "seed-rows1", "best"])
 def test_dsa_indexer_topk(rel, params):
     m = _load(rel, params)
     _contract(m)

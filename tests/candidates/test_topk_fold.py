@@ -1,11 +1,11 @@
-"""The top-k kernels that the two best.py files copy (fold_topk.py), what best_v21's filter compiles to, and
-how many compiles an evaluation of each best.py costs.
+"""The indexer's best.py holds the kernels of its top-k source (fold_topk.py), a hand edit of that copy is
+refused, what dsa_topk/best.py's filter compiles to, and how many compiles an evaluation of each best.py costs.
 
 The filter (KB) must load whole blocks 16 bytes at a time: masking the loads against a row length of unknown
-alignment split them into 4-byte loads (round 6 of gpu_worker/candidates/NOTES.md); with PDL its first
-logits loads go out before griddepcontrol.wait; and its slots come per warp (a ballot, round 7). Compiled for sm_90a on the CPU (Triton's own ptxas), in a
+alignment split them into 4-byte loads; with PDL its first logits loads go out before griddepcontrol.wait;
+and its slots come per warp (a ballot): docs/kernels.md. Compiled for sm_90a on the CPU (Triton's own ptxas), in a
 child process without TRITON_INTERPRET (the interpreter replaces @triton.jit functions). N and C are compiled
-without their multiple-of-16 hint, as best_v20 and later leave them unspecialised.
+without their multiple-of-16 hint, as the kernels leave them unspecialised.
 """
 import json
 import os
@@ -42,27 +42,51 @@ print(json.dumps({"v4": len(v4), "first_v4": v4[0] if v4 else -1, "wait": ptx.fi
 '''
 
 
-def test_both_best_files_hold_the_kernels_of_their_sources():
-    r = subprocess.run([sys.executable, str(ROOT / "gpu_worker/candidates/fold_topk.py"), "--check"],
-                       capture_output=True, text=True, check=False)
-    assert r.returncode == 0, r.stdout + r.stderr
-
-
-def test_the_fold_check_sees_a_drifted_copy(tmp_path, monkeypatch):
+def _fold():
     sys.path.insert(0, str(ROOT / "gpu_worker/candidates"))
     try:
         import fold_topk
     finally:
         sys.path.pop(0)
-    copy = tmp_path / "best.py"
-    copy.write_text(fold_topk.TOPK.read_text().replace("KD_WARPS", "KD_WARPZ", 1))
-    monkeypatch.setattr(fold_topk, "TOPK", copy)
+    return fold_topk
+
+
+def test_the_indexer_best_holds_the_kernels_of_its_source():
+    r = subprocess.run([sys.executable, str(ROOT / "gpu_worker/candidates/fold_topk.py"), "--check"],
+                       capture_output=True, text=True, check=False)
+    assert r.returncode == 0, r.stdout + r.stderr
+    first = (ROOT / "gpu_worker/candidates/dsa_indexer_topk/best.py").read_text().splitlines()[0]
+    assert "GENERATED" in first
+
+
+def test_the_fold_check_sees_a_source_that_moved_on(tmp_path, monkeypatch):
+    fold_topk = _fold()
+    source = tmp_path / "topk_value_digits.py"
+    source.write_text(fold_topk.SOURCE.read_text().replace("KD_WARPS", "KD_WARPZ"))
+    target = tmp_path / "best.py"
+    target.write_text(fold_topk.TARGET.read_text())
+    monkeypatch.setattr(fold_topk, "SOURCE", source)
+    monkeypatch.setattr(fold_topk, "TARGET", target)
     assert fold_topk.main(["--check"]) == 1
+    assert fold_topk.main([]) == 0 and "KD_WARPZ" in target.read_text()   # a plain run refolds it
+    assert fold_topk.main(["--check"]) == 0
+
+
+def test_a_hand_edit_of_the_folded_copy_is_refused_not_overwritten(tmp_path, monkeypatch):
+    fold_topk = _fold()
+    target = tmp_path / "best.py"
+    edited = fold_topk.TARGET.read_text().replace("def _kd_place(", "def _kd_place(  ", 1)
+    assert edited != fold_topk.TARGET.read_text()
+    target.write_text(edited)
+    monkeypatch.setattr(fold_topk, "TARGET", target)
+    assert fold_topk.main(["--check"]) == 1
+    assert fold_topk.main([]) == 1 and target.read_text() == edited       # the edit is still there
+    assert fold_topk.main(["--force"]) == 0 and target.read_text() == fold_topk.TARGET.read_text()
 
 
 def test_the_filter_loads_16_bytes_and_its_first_load_precedes_the_pdl_wait():
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    r = subprocess.run([sys.executable, "-c", _PTX, str(ROOT / "gpu_worker/candidates/dsa_topk/best_v21.py")],
+    r = subprocess.run([sys.executable, "-c", _PTX, str(ROOT / "gpu_worker/candidates/dsa_topk/best.py")],
                        capture_output=True, text=True, env=env, timeout=600, check=False)
     assert r.returncode == 0, r.stderr[-3000:]
     got = json.loads(r.stdout.strip().splitlines()[-1])
@@ -72,12 +96,11 @@ def test_the_filter_loads_16_bytes_and_its_first_load_precedes_the_pdl_wait():
 
 
 def test_an_evaluation_compiles_each_kernel_once_per_stride_class_and_tile():
-    """bench/compile_variants.py over the full profile's shapes (seed 1234): best_v19 compiled 20 kernels in
-    verify, one set per class of N and C (the verify stage's 66 s on the H200 was mostly compiling)."""
+    """bench/compile_variants.py over the full profile's shapes (seed 1234): with N and C specialised an earlier
+    best compiled 20 kernels in verify, one set per class of N and C (docs/kernels.md)."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     got = {}
-    for target, rel in (("dsa_topk", "dsa_topk/best.py"), ("dsa_indexer_topk", "dsa_indexer_topk/best.py"),
-                        ("dsa_topk", "dsa_topk/best_v19.py")):
+    for target, rel in (("dsa_topk", "dsa_topk/best.py"), ("dsa_indexer_topk", "dsa_indexer_topk/best.py")):
         r = subprocess.run([sys.executable, str(ROOT / "bench/compile_variants.py"), "--target", target,
                             "--candidate", str(ROOT / "gpu_worker/candidates" / rel)],
                            capture_output=True, text=True, env=env, timeout=600, check=False)
@@ -88,4 +111,3 @@ def test_an_evaluation_compiles_each_kernel_once_per_stride_class_and_tile():
     assert got["dsa_topk/best.py"]["benchmark"] == {"_ka_sample": 2, "_kb_filter": 1, "_kc_select": 1,
                                                     "_kd_place": 2, "total": 6}
     assert got["dsa_indexer_topk/best.py"]["verify"] == dict(topk, _logits_kernel=2, total=12)
-    assert got["dsa_topk/best_v19.py"]["verify"]["total"] == 20

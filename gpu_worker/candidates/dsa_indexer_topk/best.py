@@ -1,8 +1,8 @@
-"""dsa_indexer_topk best: the logits kernel of best_v6.py (f32 logits [M, N] written once, each program only up to
-the longest row it holds), then the top-k of dsa_topk/best_v22.py (copied between the FOLD markers by
-gpu_worker/candidates/fold_topk.py: a candidate is one file), with its parameters prefixed TK_.
-History: round 4 (best_v10's top-k: 297 us at 64 x 128K on the H200), round 5 (best_v12's: 284.6 us), round 6
-(best_v17's, for every M: best_v6's top-k is no longer used), round 8 (best_v22's: value-linear digits). This file's own figures: bench/results/h200/latest.md.
+"""dsa_indexer_topk best. PARTLY GENERATED: the code between the FOLD markers is written by
+gpu_worker/candidates/fold_topk.py from dsa_indexer_topk/topk_value_digits.py (edit that file, then run
+`python gpu_worker/candidates/fold_topk.py`); the rest of this file is its own source.
+A fused logits kernel (f32 logits [M, N] written once, each program only up to the longest row it holds), then
+the value-digit top-k with its parameters prefixed TK_. Its steps and figures: docs/kernels.md.
 """
 import torch
 import triton
@@ -66,7 +66,7 @@ def _logits_kernel(q_ptr, k_ptr, w_ptr, len_ptr, out_ptr, stride_om, M, s0, cw,
         tl.store(optr, lg, mask=mm[:, None] & nm[None, :])
 
 
-# FOLD BEGIN: the top-k of dsa_topk/best_v22.py, written by gpu_worker/candidates/fold_topk.py
+# FOLD BEGIN: written by gpu_worker/candidates/fold_topk.py from topk_value_digits.py, digest 2b4970d831121f56
 
 
 @triton.jit
@@ -609,7 +609,7 @@ def _kc_select(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, rh_pt
 def _kc_row(x_ptr, stride_x, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, rh_ptr, scr_ptr, rscr_ptr, o_row, row, L, k_eff,
             C, RC, CB: tl.constexpr, TILE: tl.constexpr, BLOCK: tl.constexpr, SMALLT: tl.constexpr,
             SMALLR: tl.constexpr):
-    """best_v10's KC for one row (the rows KD left: mode 0)."""
+    """KC for one row (the rows KD left: mode 0)."""
     x_row = x_ptr + row.to(tl.int64) * stride_x
     thr = tl.load(thr_ptr + row * 2).to(tl.uint32, bitcast=True)
     sc = tl.load(thr_ptr + row * 2 + 1).to(tl.float32, bitcast=True)     # the digit scale
@@ -652,7 +652,7 @@ def _kc_row(x_ptr, stride_x, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, rh_ptr, scr_ptr, 
                 _rank_store(rs, cnt, k_rem, o_row + (k_eff - k_rem), SMALLR, SMALLR)
             tl.store(o_row + tl.cumsum(gt.to(tl.int32), 0) - 1, idx, mask=gt)
         else:
-            # heavy ties or clustered values in one digit: best_v8's radix select
+            # heavy ties or clustered values in one digit: the exact radix select
             t, need = _radix_top(key - thr, live, k_eff, scr_ptr + row * 3 * SMALLT + SMALLT, SMALLT)
             t = t + thr
             gt = live & (key > t)

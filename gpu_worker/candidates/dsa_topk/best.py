@@ -1,5 +1,5 @@
-"""dsa_topk best: best_v21.py, copied by gpu_worker/candidates/fold_topk.py (edit best_v21.py, then run it).
-value's digit from every program, rank that digit's few members; four launches chained by programmatic
+"""dsa_topk best: sampled-threshold radix select with key-linear digits. Sample a threshold, filter once with
+a slot per warp, place the candidates above the k-th value's digit from every program, rank that digit's few members; four launches chained by programmatic
 dependent launch.
 
 forward(logits f32[M, N], lengths int32[M], k) -> int32[M, k]
@@ -25,19 +25,15 @@ Values map to order-preserving uint32 keys (as in seed.py). Four launches:
       suffix counts of the programs before it (no atomics, fixed order): mode 1 all candidates (n_gt ==
       k_eff); mode 2 (n_gt > k_eff, the k-th candidate's digit d < 255 with at most SMALLR members) the
       candidates of a larger digit to the output and d's members to the rank scratch. Other rows: mode 0.
-  KC  grid (M,): mode 2 ranks d's members pairwise on (key desc, index asc); mode 0 runs best_v10's select for
-      the row: A) n_gt > k_eff: digit select, or best_v8's exact radix select for big tie buckets; B) n_gt <
+  KC  grid (M,): mode 2 ranks d's members pairwise on (key desc, index asc); mode 0 runs a one-program select for
+      the row: A) n_gt > k_eff: digit select from KB's histograms, or an exact radix select for big tie buckets; B) n_gt <
       k_eff: every candidate, then the first values == thr in index order, or seed.py's exact one-program select
       over the row when too few are equal (a misleading sample) or a region overflowed. Then the -1 padding.
 With PDL = 1 (a GPU only), KB, KD and KC are launched with programmatic dependent launch: each kernel's
 programs start while the one before finishes and wait (griddepcontrol.wait) before they read its output;
 KB's first logits loads go out before that wait.
-Exact as a set, deterministic as a set, no cap on tie buckets. History: best_v8 (the sampled threshold),
-best_v10 (KC's select from KB's histograms), best_v12 (KD; commit 6eafd9f), best_v17 (16-byte loads, the row
-histogram, prefetch, PDL; round 6 of gpu_worker/candidates/NOTES.md), best_v19: round 7 (the warp slots), this
-best_v20: round 8 (fewer compiles: N and C are not specialised and KD's CB is fixed, so an evaluation compiles
-each kernel once per row-stride class and tile size instead of once per C and N class); this file: KA's
-threshold without the scratch round trip when the sample is no larger than the scratch tile (round 8).
+Exact as a set, deterministic as a set, no cap on tie buckets. How it came to be, step by step, with the
+measurements of each step: docs/kernels.md; the retired variants: docs/history.md.
 """
 import torch
 import triton
@@ -575,7 +571,7 @@ def _kc_select(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, rh_pt
 def _kc_row(x_ptr, stride_x, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, rh_ptr, scr_ptr, rscr_ptr, o_row, row, L, k_eff,
             C, RC, CB: tl.constexpr, TILE: tl.constexpr, BLOCK: tl.constexpr, SMALLT: tl.constexpr,
             SMALLR: tl.constexpr):
-    """best_v10's KC for one row (the rows KD left: mode 0)."""
+    """KC for one row (the rows KD left: mode 0)."""
     x_row = x_ptr + row.to(tl.int64) * stride_x
     thr = tl.load(thr_ptr + row * 2).to(tl.uint32, bitcast=True)
     sh = tl.load(thr_ptr + row * 2 + 1).to(tl.uint32)
@@ -618,7 +614,7 @@ def _kc_row(x_ptr, stride_x, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, rh_ptr, scr_ptr, 
                 _rank_store(rs, cnt, k_rem, o_row + (k_eff - k_rem), SMALLR, SMALLR)
             tl.store(o_row + tl.cumsum(gt.to(tl.int32), 0) - 1, idx, mask=gt)
         else:
-            # heavy ties or clustered values in one digit: best_v8's radix select
+            # heavy ties or clustered values in one digit: the exact radix select
             t, need = _radix_top(key - thr, live, k_eff, scr_ptr + row * 3 * SMALLT + SMALLT, SMALLT)
             t = t + thr
             gt = live & (key > t)

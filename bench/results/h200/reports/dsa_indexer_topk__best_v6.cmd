@@ -1,1 +1,0 @@
-python3 -m gpu_worker evaluate --target dsa_indexer_topk --candidate gpu_worker/candidates/dsa_indexer_topk/best_v6.py --profile full --out /tmp/proof/reports/dsa_indexer_topk__best.json  # run 2026-12-02 (earlier session) as best.py, whose code best_v6.py now holds

@@ -1,1 +1,0 @@
-git show 726ba03:gpu_worker/candidates/dsa_topk/best.py > /tmp/dsa_topk_best_v8v6.py && python3 -m gpu_worker evaluate --target dsa_topk --candidate /tmp/dsa_topk_best_v8v6.py --profile full --out /tmp/proof/reports/dsa_topk__best_v8v6.json  # run 2026-12-02 (earlier session) as best.py, at commit 726ba03

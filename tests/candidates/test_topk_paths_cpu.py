@@ -1,0 +1,87 @@
+"""CPU checks (Triton interpreter, tiny shapes) of every path of the live top-k kernels: dsa_topk/best.py
+(key-linear digits) and dsa_indexer_topk/topk_value_digits.py (value-linear digits, folded into the indexer's
+best.py). Small samples (NS x G = 256, SMALL = 512) make these tiny rows take the sampled path; forced-fallback
+parameters (r = 1: the threshold is the largest sample; r far too large: the candidate regions overflow) run
+the one-program select. Adds to test_candidates_cpu.py's cases ReLU zeros (k-th value 0.0, a tie bucket of
+~N zeros), short rows read whole, and rows whose k-th value lies near zero (indexer logits).
+"""
+import os
+
+if not os.environ.get("TRITON_INTERPRET"):
+    try:
+        import torch as _t
+        if not _t.cuda.is_available():
+            os.environ["TRITON_INTERPRET"] = "1"
+    except Exception:  # noqa: BLE001
+        os.environ["TRITON_INTERPRET"] = "1"
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from test_candidates_cpu import _contract, _load, _topk_cases, check_topk, check_topk_tol, indexer_scores  # noqa: E402
+
+V8 = {"BLOCK": 256, "TARGET_CTAS": 8, "SMALL": 512, "NS": 32, "G": 8, "SMALLT": 64}
+KEY, VALUE = "dsa_topk/best.py", "dsa_indexer_topk/topk_value_digits.py"
+PATHS = [(KEY, V8, "key"), (KEY, dict(V8, ATOMIC=0, SPAN_BITS=8), "key-scan-span8"),
+         (KEY, dict(V8, ALPHA_X2=0, BETA=1), "key-fallback-low"),
+         (KEY, dict(V8, ALPHA_X2=40, BETA=200, ATOMIC=1), "key-fallback-overflow"),
+         (VALUE, V8, "value"), (VALUE, dict(V8, SCAN_MAX_ROWS=0, PF=0, KD_EARLY=0), "value-atomic-noprefetch"),
+         (VALUE, dict(V8, ALPHA_X2=0, BETA=1, SCAN_MAX_ROWS=0, PF=1), "value-fallback-low-pf1"),
+         (VALUE, dict(V8, SMALLR=4, SMALLTA=8, SPAN_BITS=8), "value-small-tiles-span8"),
+         (VALUE, dict(V8, BLOCK=1024, HREG=1), "value-one-block-hreg")]
+
+
+def _relu_cases():
+    g = torch.Generator().manual_seed(3)
+    cases = []
+    for (M, N, k) in [(3, 3000, 64), (2, 2000, 700)]:
+        x = torch.relu(torch.randn(M, N, generator=g) - 2.5)      # ~0.6% positive: k-th value is 0.0
+        x[-1] = torch.relu(torch.randn(N, generator=g)).round(decimals=1)
+        lengths = torch.full((M,), N, dtype=torch.int32)
+        lengths[0] = N - 7
+        cases.append((x, lengths, k))
+    return cases
+
+
+@pytest.mark.parametrize("rel,params", [p[:2] for p in PATHS], ids=[p[2] for p in PATHS])
+def test_topk_paths_exact(rel, params):
+    m = _load(rel, params)
+    _contract(m)
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(3, 6000, generator=g).round(decimals=2)      # ties at the k-th value (path A tie-break)
+    # short rows (k < L <= SMALL = 512: read whole by KA): random, tie buckets, ReLU zeros, equal
+    s = torch.randn(4, 500, generator=g)
+    s[1] = torch.randint(0, 5, (500,), generator=g).float()
+    s[2] = torch.relu(s[2] - 1.0)
+    s[3] = 1.5
+    # the k-th value near zero under a few large values (indexer logits: keys are far from linear there)
+    z = torch.randn(2, 6000, generator=g) * 1e-3
+    z[:, ::97] += 5.0
+    cases = _topk_cases() + _relu_cases() + [(x, torch.tensor([6000, 5000, 700], dtype=torch.int32), 300),
+                                             (s, torch.tensor([500, 300, 450, 200], dtype=torch.int32), 100),
+                                             (z, torch.tensor([6000, 4000], dtype=torch.int32), 300)]
+    for x, lengths, k in cases:
+        xc = x.clone()
+        out = m.forward(x, lengths, k)
+        assert torch.equal(x, xc)
+        check_topk(out, x, lengths, k)
+        assert torch.equal(out.sort(1).values, m.forward(x, lengths, k).sort(1).values)
+
+
+IDX_TK = {"N_PER_PROG": 128, "BLOCK_N": 64, "TK_BLOCK": 256, "TK_TARGET_CTAS": 8, "TK_SMALL": 512, "TK_NS": 32,
+          "TK_G": 8, "TK_SMALLT": 64}
+
+
+@pytest.mark.parametrize("params", [IDX_TK, dict(IDX_TK, TK_SCAN_MAX_ROWS=0)], ids=["best", "best-atomic"])
+def test_indexer_best(params):
+    m = _load("dsa_indexer_topk/best.py", params)
+    _contract(m)
+    g = torch.Generator().manual_seed(1)
+    for (M, N, k) in [(3, 700, 64), (2, 100, 128)]:
+        q = torch.randn(M, 64, 128, generator=g).bfloat16()
+        kk = torch.randn(N, 128, generator=g).bfloat16()
+        w = torch.randn(M, 64, generator=g)
+        lengths = torch.randint(0, N + 1, (M,), generator=g).int()
+        lengths[0] = N
+        out = m.forward(q, kk, w, lengths, k)
+        check_topk_tol(out, indexer_scores(q, kk, w), lengths, k)
