@@ -359,6 +359,7 @@ class ShapeRun:
         if self.broken():
             return True
         for tag, fresh in (("replay", None), ("replay_fresh", self.inputs(3))):
+            side.wait_stream(torch.cuda.current_stream())  # the fresh values are made on the default stream
             with torch.cuda.stream(side):
                 if fresh is not None:
                     _refill(inputs, fresh)
