@@ -3,8 +3,10 @@
     python bench/collect_reports.py REPORTS_DIR OUT_DIR [--measured-on YYYY-MM-DD] [--also RUN_DIR]
 
 Reads REPORTS_DIR/<target>__<kernel>.json (and the command beside it in .cmd), writes
-OUT_DIR/latest.json: [{"target", "shape", "kernel", "median_us", "ci95_us", "floor_fraction", "gpu",
-"date", "command"}] and OUT_DIR/latest.md (medians, A/A noise per shape, wall time per evaluation).
+OUT_DIR/latest.json: [{"target", "shape", "held_out", "kernel", "mean_us", "mean_ci95_us", "median_us",
+"ci95_us", "p99_us", "max_us", "slow_fraction", "floor_fraction", "gpu", "date", "command"}] and OUT_DIR/latest.md
+(per shape and kernel: mean with its interval, p50, p99, max, slow-call fraction; A/A noise; wall time per
+evaluation). Reports from before the tail-aware benchmark carry medians only: their mean and tail print as "-".
 --also RUN_DIR adds the evaluations of a proof run whose report files did not come back, from the
 latest.json and evaluations.json that this script wrote there (its candidate records; the default kernel's
 come from the reports here): they replace a report of the same target and kernel.
@@ -21,6 +23,11 @@ from pathlib import Path
 def _axes(target: str, shape: dict) -> dict:
     keys = {"dsa_topk": ("rows", "n_ctx"), "dsa_indexer_topk": ("rows", "n_ctx"), "add_rmsnorm": ("tokens", "hidden")}
     return {k: shape[k] for k in keys.get(target, tuple(shape)) if k in shape}
+
+
+def _timing(k: dict) -> dict:
+    return {name: k.get(name) for name in ("mean_us", "mean_ci95_us", "median_us", "ci95_us", "p99_us", "max_us",
+                                           "slow_fraction")}
 
 
 def collect(reports_dir: Path, measured_on: str | None = None) -> tuple[list[dict], list[dict]]:
@@ -51,18 +58,19 @@ def collect(reports_dir: Path, measured_on: str | None = None) -> tuple[list[dic
             shape = _axes(report["target"], s["shape"])
             floor = s.get("floor_us")
             base = {"target": report["target"], "shape": shape, "gpu": gpu, "date": date, "command": command}
+            base["held_out"] = bool(s.get("held_out"))
             c = s["candidate"]
-            records.append(dict(base, kernel=kernel, median_us=c["median_us"], ci95_us=c.get("ci95_us"),
-                                floor_fraction=s.get("floor_fraction"), noise_aa=s.get("noise_aa"),
-                                ratio_vs_incumbent=s.get("ratio"), ratio_ci95=s.get("ratio_ci95")))
+            records.append(dict(base, kernel=kernel, **_timing(c), floor_fraction=s.get("floor_fraction"),
+                                noise_aa=s.get("noise_aa"), ratio_vs_incumbent=s.get("ratio"),
+                                ratio_ci95=s.get("ratio_ci95"), ratio_of=s.get("ratio_of", "median"),
+                                tail_ratio=s.get("tail_ratio")))
             default = s.get("default") or s.get("incumbent")
             key = (report["target"], json.dumps(shape, sort_keys=True))
             if default and key not in seen_default:
                 seen_default.add(key)
-                records.append(dict(base, kernel="default", median_us=default["median_us"],
-                                    ci95_us=default.get("ci95_us"),
-                                    floor_fraction=(floor / default["median_us"]) if floor else None,
-                                    noise_aa=s.get("noise_aa")))
+                center = default.get("mean_us") or default["median_us"]
+                records.append(dict(base, kernel="default", **_timing(default),
+                                    floor_fraction=(floor / center) if floor else None, noise_aa=s.get("noise_aa")))
     return records, evaluations
 
 
@@ -77,15 +85,21 @@ def also(records: list[dict], evaluations: list[dict], run_dir: Path) -> tuple[l
 
 
 def markdown(records: list[dict], evaluations: list[dict]) -> str:
-    lines = ["# H200 results (latest)", "", "| target | shape | kernel | median us | 95% CI us | floor fraction | A/A noise |",
-             "|---|---|---|---:|---|---:|---:|"]
-    for r in sorted(records, key=lambda r: (r["target"], json.dumps(r["shape"], sort_keys=True), r["kernel"])):
-        ci = r.get("ci95_us") or [None, None]
+    def us(v):
+        return f"{v:.1f}" if v is not None else "-"
+
+    lines = ["# H200 results (latest)", "", "| target | shape | kernel | mean us | 95% CI us | p50 us | p99 us | max us | "
+             "slow calls | floor fraction | A/A noise |", "|---|---|---|---:|---|---:|---:|---:|---:|---:|---:|"]
+    for r in sorted(records, key=lambda r: (r["target"], r.get("held_out", False),
+                                            json.dumps(r["shape"], sort_keys=True), r["kernel"])):
+        ci = r.get("mean_ci95_us") or [None, None]
         ci_s = f"{ci[0]:.1f} to {ci[1]:.1f}" if ci[0] is not None else "-"
         ff = f"{r['floor_fraction']:.3f}" if r.get("floor_fraction") else "-"
         aa = f"{r['noise_aa']:.3f}" if r.get("noise_aa") is not None else "-"
-        shape = ", ".join(f"{k}={v}" for k, v in r["shape"].items())
-        lines.append(f"| {r['target']} | {shape} | {r['kernel']} | {r['median_us']:.1f} | {ci_s} | {ff} | {aa} |")
+        slow = f"{r['slow_fraction']:.3f}" if r.get("slow_fraction") is not None else "-"
+        shape = ", ".join(f"{k}={v}" for k, v in r["shape"].items()) + (" (held out)" if r.get("held_out") else "")
+        lines.append(f"| {r['target']} | {shape} | {r['kernel']} | {us(r.get('mean_us'))} | {ci_s} | "
+                     f"{us(r.get('median_us'))} | {us(r.get('p99_us'))} | {us(r.get('max_us'))} | {slow} | {ff} | {aa} |")
     lines += ["", "| target | kernel | date | verdict | verify | benchmark | verify + benchmark s | e2e s | "
               "wall s (one full evaluation) | geomean speedup |", "|---|---|---|---|---|---|---:|---:|---:|---:|"]
     for e in evaluations:

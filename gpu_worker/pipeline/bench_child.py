@@ -1,13 +1,24 @@
-"""Timing inside the child, GPU only (REFERENCE.md §4): each kernel's call captured in a CUDA graph
-per input set, replays timed with CUDA events, L2 flushed before every timed replay, input sets
-rotated, kernels interleaved round-robin, outputs poisoned before and fingerprinted after each
-replay, and checked against the target's reference once timing is over. The parent turns the raw
-times into medians and confidence intervals (pipeline/stats.py)."""
+"""Timing inside the child, GPU only (docs/benchmark.md).
+
+Each kernel's call is captured once per shape in a CUDA graph, on its own input buffers. Then, for each of
+many input sets drawn AFTER capture from the secret seed (rotating over the target's value families), the
+set is copied into every kernel's captured buffers, the outputs are poisoned, L2 is flushed (and persisting
+L2 lines reset), and one replay is timed with a pair of CUDA events: one call per event pair, kernels
+interleaved in a rotating order. Every candidate replay's output is checked against the reference of that
+set, so what is timed is what was verified: a graph that replays an answer computed at capture, or that
+behaves differently under capture, fails here (bench:stale_output, bench:wrong_output). A sample of the
+candidate's replay outputs is saved for the parent's referee, which regenerates the sets itself. Held-out
+shapes, drawn per run from the operating range, are timed like the others (the generalisation gap).
+The parent turns the raw times into means, tails and intervals (pipeline/bench_report.py)."""
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import os
+import threading
 import traceback
+from pathlib import Path
 
 import torch
 
@@ -15,18 +26,17 @@ from ..targets.base import as_outputs
 from .protocol import derive_seed
 
 L2_FLUSH_BYTES = 256 << 20  # > 60 MB of H200 L2
-ROTATE_BYTES = 256 << 20  # input sets per shape: enough that their total exceeds L2 several times
-MAX_SETS = 8
+SETS = {"smoke": 64, "full": 128}  # input sets per shape, each timed once per kernel
+SAVED_SETS = 4  # candidate replay outputs per shape saved for the parent's referee
+HELD_OUT = 2  # shapes drawn per run from the operating range, never shown to a proposer
 HOST_REPLAYS = 10
+CAPTURE_TIMEOUT_S = 60.0  # a capture that hangs (a sync inside capture, say) ends the child at once
+SHAPE_TIMEOUT_S = 240.0
 DEVICE = "cuda"  # tests swap in "cpu" together with a fake capture
 
 
-def _rounds(profile: str) -> int:
-    return 20 if profile == "smoke" else 50
-
-
-def _input_bytes(inputs) -> int:
-    return sum(x.numel() * x.element_size() for x in inputs if isinstance(x, torch.Tensor))
+def _sets(profile: str) -> int:
+    return SETS.get(profile, SETS["smoke"])
 
 
 def _fingerprint(outputs, slot: torch.Tensor) -> None:
@@ -57,6 +67,53 @@ def _event():
     return torch.cuda.Event(enable_timing=True)
 
 
+class _Watchdog:
+    """Ends the child with a finding of the harness's own when a step does not return in time: a hung
+    capture or replay would otherwise hold the GPU until the parent's timeout and end as a crash."""
+
+    def __init__(self, out, seconds: float, code: str, what: str):
+        self._timer = threading.Timer(seconds, self._fire, args=(out, code, f"{what} did not finish in {seconds:.0f} s"))
+        self._timer.daemon = True
+
+    @staticmethod
+    def _fire(out, code, message):
+        with contextlib.suppress(Exception):
+            out.send(type="fatal", code=code, message=message)
+        os._exit(3)
+
+    def __enter__(self):
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._timer.cancel()
+
+
+def _cudart():
+    """The CUDA runtime this process has loaded (found through /proc/self/maps), or None."""
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/self/maps").read_text().splitlines():
+            if "libcudart.so" in line:
+                return ctypes.CDLL(line.split()[-1])
+    return None
+
+
+class _PersistingL2:
+    """Data pinned in persisting L2 by an access-policy window survives a memset flush. The limit for
+    persisting lines is set to 0 and persisting lines are reset before every timed round."""
+
+    def __init__(self):
+        self.lib = _cudart() if DEVICE == "cuda" else None
+        self.applied = False
+        if self.lib is not None:
+            # cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize = 0x06, 0)
+            self.applied = self.lib.cudaDeviceSetLimit(ctypes.c_int(0x06), ctypes.c_size_t(0)) == 0
+
+    def reset(self) -> None:
+        if self.lib is not None:
+            self.lib.cudaCtxResetPersistingL2Cache()
+
+
 def _capture(fn, inputs):
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
@@ -78,7 +135,7 @@ def warm_up(target, shapes, candidate, incumbent, default) -> None:
     from a fixed public seed, the same in every evaluation: that is harmless because nothing timed or
     checked depends on them. Failures are ignored: the benchmark proper reports its own."""
     kernels = [candidate, incumbent] + ([default] if incumbent is not default else [])
-    for i, shape in enumerate(shapes):
+    for i, shape in enumerate(shapes):  # held-out shapes are drawn only after the secret: not warmed
         with contextlib.suppress(Exception):  # a device fault, say: the benchmark meets it again and reports it
             inputs = target.make_inputs(shape, derive_seed(0, "warmup", i, 0), DEVICE)
             for fn in kernels:
@@ -90,95 +147,48 @@ def warm_up(target, shapes, candidate, incumbent, default) -> None:
                 torch.cuda.empty_cache()
 
 
+def held_out_shapes(target, seed: int) -> list[dict]:
+    """Shapes drawn per run from the target's operating range (the parent draws the same ones)."""
+    return [dict(target.random_shape("full", derive_seed(seed, "held_out", h)), values="normal")
+            for h in range(HELD_OUT)]
+
+
+def set_inputs(target, shape: dict, seed: int, index: int, j: int, device: str | None = None):
+    """Input set j of benchmark shape `index`: its value family rotates over the target's families."""
+    families = tuple(getattr(target, "value_families", ()) or (shape.get("values"),))
+    return target.make_inputs(dict(shape, values=families[j % len(families)]),
+                              derive_seed(seed, "bench", index, j), device or DEVICE)
+
+
+def _load(buffers, fresh) -> None:
+    for dst, src in zip(buffers, fresh):
+        if isinstance(dst, torch.Tensor):
+            dst.copy_(src)
+
+
+def _same(a, b) -> bool:
+    return all(x.shape == y.shape and torch.equal(x, y) for x, y in zip(a, b))
+
+
 def benchmark(cfg, out, target, candidate, incumbent, default, seed: int, perf) -> None:
     kernels = [("candidate", candidate), ("incumbent", incumbent), ("incumbent_aa", incumbent)]
     if incumbent is not default:
         kernels.append(("default", default))
+    names = [n for n, _ in kernels]
     flush = torch.empty(L2_FLUSH_BYTES, dtype=torch.uint8, device=DEVICE)
-    rounds = _rounds(cfg["profile"])
-    for i, shape in enumerate(cfg["shapes"]):
+    persisting = _PersistingL2()
+    n_sets = _sets(cfg["profile"])
+    saved_dir = Path(cfg["outputs_dir"]) if cfg.get("outputs_dir") else None
+    listed = list(cfg["shapes"])
+    shapes = [(s, False) for s in listed] + [(s, True) for s in held_out_shapes(target, seed)]
+    for i, (shape, held_out) in enumerate(shapes):
         t0 = perf()
-        msg = {"type": "bench_shape", "index": i, "shape": shape, "findings": [], "kernels": {}}
+        msg = {"type": "bench_shape", "index": i, "shape": shape, "held_out": held_out, "findings": [],
+               "kernels": {}, "l2_persisting_reset": persisting.applied}
         try:
-            first = target.make_inputs(shape, derive_seed(seed, "bench", i, 0), DEVICE)
-            n_sets = max(2, min(MAX_SETS, -(-ROTATE_BYTES // max(1, _input_bytes(first)))))
-            sets = [first] + [target.make_inputs(shape, derive_seed(seed, "bench", i, j), DEVICE)
-                              for j in range(1, n_sets)]
-            graphs = {}
-            for name, fn in kernels:
-                try:
-                    graphs[name] = [_capture(fn, inputs) for inputs in sets]
-                except Exception:
-                    code = "bench:graph_capture" if name == "candidate" else "bench:harness_error"
-                    msg["findings"].append({"code": code, "message": f"{name}: CUDA graph capture failed: "
-                                            + traceback.format_exc()[-2000:]})
-                    _sync()
-                    break
-            if msg["findings"]:
-                msg["seconds"] = perf() - t0
-                out.send(**msg)
-                continue
-            expected = {}
-            for name, _ in kernels:
-                expected[name] = []
-                for graph, outputs in graphs[name]:
-                    _poison(outputs)
-                    graph.replay()
-                    slot = torch.zeros(2, dtype=torch.int64, device=DEVICE)
-                    _fingerprint(outputs, slot)
-                    expected[name].append(slot)
-            names = [n for n, _ in kernels]
-            starts = {n: [_event() for _ in range(rounds)] for n in names}
-            ends = {n: [_event() for _ in range(rounds)] for n in names}
-            prints = {n: torch.zeros(rounds, 2, dtype=torch.int64, device=DEVICE) for n in names}
-            _sync()
-            wall0 = perf()
-            for r in range(rounds):
-                j = r % n_sets
-                for q in range(len(names)):
-                    name = names[(q + r) % len(names)]  # rotate who goes first in each round
-                    graph, outputs = graphs[name][j]
-                    _poison(outputs)
-                    flush.zero_()
-                    starts[name][r].record()
-                    graph.replay()
-                    ends[name][r].record()
-                    _fingerprint(outputs, prints[name][r])
-            _sync()
-            wall_s = perf() - wall0
-            for name in names:
-                times = [s.elapsed_time(e) * 1000.0 for s, e in zip(starts[name], ends[name])]
-                want = torch.stack([expected[name][r % n_sets] for r in range(rounds)])
-                stale = int((prints[name] != want).any(1).sum())
-                host = []
-                for _ in range(HOST_REPLAYS):  # median of single synchronised replays: robust to a preemption
-                    _sync()
-                    h0 = perf()
-                    graphs[name][0][0].replay()
-                    _sync()
-                    host.append((perf() - h0) * 1e6)
-                host_us = sorted(host)[len(host) // 2]
-                ok, err, message = True, 0.0, ""
-                if name == "candidate" or stale:
-                    for j, inputs in enumerate(sets):
-                        graph, outputs = graphs[name][j]
-                        ref = target.reference(inputs)
-                        ok, err, message = target.check(outputs[0] if len(outputs) == 1 else tuple(outputs),
-                                                        inputs, ref)
-                        del ref
-                        if not ok:
-                            break
-                msg["kernels"][name] = {"times_us": times, "host_us": host_us, "stale_replays": stale,
-                                        "check": {"pass": ok, "max_error": err, "message": message}}
-                if name == "candidate" and stale:
-                    msg["findings"].append({"code": "bench:stale_output", "message":
-                                            f"{stale} of {rounds} timed replays left outputs that differ from "
-                                            "the same graph's untimed replay"})
-                if name == "candidate" and not ok:
-                    msg["findings"].append({"code": "bench:wrong_output",
-                                            "message": f"graph replay output fails the check: {message}"})
-            msg.update(rounds=rounds, input_sets=n_sets, timed_wall_s=wall_s)
-            del graphs, sets, first
+            with _Watchdog(out, SHAPE_TIMEOUT_S, "bench:timeout", f"benchmark shape {i}"):
+                _bench_shape(msg, target, shape, i, kernels, names, flush, persisting, n_sets, seed, perf,
+                             out, saved_dir)
             if DEVICE == "cuda":
                 torch.cuda.empty_cache()
         except torch.OutOfMemoryError as e:
@@ -187,3 +197,80 @@ def benchmark(cfg, out, target, candidate, incumbent, default, seed: int, perf) 
             msg["findings"].append({"code": "bench:exception", "message": traceback.format_exc()[-3000:]})
         msg["seconds"] = perf() - t0
         out.send(**msg)
+
+
+def _bench_shape(msg, target, shape, i, kernels, names, flush, persisting, n_sets, seed, perf, out, saved_dir):
+    capture_inputs = target.make_inputs(shape, derive_seed(seed, "bench", i, "capture"), DEVICE)
+    graphs = {}
+    for name, fn in kernels:
+        buffers = tuple(x.clone() if isinstance(x, torch.Tensor) else x for x in capture_inputs)
+        try:
+            with _Watchdog(out, CAPTURE_TIMEOUT_S, "bench:graph_capture" if name == "candidate" else "bench:harness_error",
+                           f"CUDA graph capture of the {name}"):
+                graph, outputs = _capture(fn, buffers)
+        except Exception:
+            code = "bench:graph_capture" if name == "candidate" else "bench:harness_error"
+            msg["findings"].append({"code": code, "message": f"{name}: CUDA graph capture failed: "
+                                    + traceback.format_exc()[-2000:]})
+            _sync()
+            return
+        graphs[name] = (graph, outputs, buffers)
+    del capture_inputs
+    graph, outputs, _ = graphs["candidate"]
+    graph.replay()  # untimed, on the capture-time inputs: an answer that never changes after this is stale
+    _sync()
+    previous = [t.clone() for t in outputs]
+    starts = {n: [_event() for _ in range(n_sets)] for n in names}
+    ends = {n: [_event() for _ in range(n_sets)] for n in names}
+    check_failures, stale, first_failure = 0, 0, None
+    saved = []
+    save_at = set(range(0, n_sets, max(1, n_sets // SAVED_SETS))[:SAVED_SETS])
+    wall0 = perf()
+    for j in range(n_sets):
+        fresh = set_inputs(target, shape, seed, i, j)
+        persisting.reset()
+        for q in range(len(names)):
+            name = names[(q + j) % len(names)]  # rotate who goes first
+            graph, outputs, buffers = graphs[name]
+            _load(buffers, fresh)
+            _poison(outputs)
+            flush.zero_()
+            starts[name][j].record()
+            graph.replay()
+            ends[name][j].record()
+        _, outputs, _ = graphs["candidate"]
+        result = outputs[0] if len(outputs) == 1 else tuple(outputs)
+        ok, err, message = target.check(result, fresh, target.reference(fresh))
+        if not ok:
+            check_failures += 1
+            was_stale = _same(outputs, previous)
+            stale += was_stale
+            if first_failure is None:
+                first_failure = (j, was_stale, message)
+        previous = [t.clone() for t in outputs]
+        if j in save_at and saved_dir is not None:
+            name = f"bench-{i}-{j}.pt"
+            torch.save([t.detach().cpu() for t in outputs], saved_dir / name)
+            saved.append({"set": j, "file": name})
+        del fresh
+    _sync()
+    wall_s = perf() - wall0
+    for name in names:
+        times = [s.elapsed_time(e) * 1000.0 for s, e in zip(starts[name], ends[name])]
+        host = []
+        for _ in range(HOST_REPLAYS):  # median of single synchronised replays: robust to a preemption
+            _sync()
+            h0 = perf()
+            graphs[name][0].replay()
+            _sync()
+            host.append((perf() - h0) * 1e6)
+        msg["kernels"][name] = {"times_us": times, "host_us": sorted(host)[len(host) // 2],
+                                "stale_replays": stale if name == "candidate" else None}
+    if first_failure is not None:
+        j, was_stale, message = first_failure
+        code = "bench:stale_output" if was_stale else "bench:wrong_output"
+        msg["findings"].append({"code": code, "message": (
+            f"{check_failures} of {n_sets} timed replays on fresh inputs failed the check; the first, set {j}: "
+            + ("its output was the answer to the previous inputs. " if was_stale else "") + message[:500])})
+    msg.update(rounds=n_sets, input_sets=n_sets, timed_wall_s=wall_s, saved=saved,
+               check={"pass": first_failure is None, "failures": check_failures})

@@ -1,49 +1,62 @@
 """The benchmark stage's per-shape entries and summary, built from the bench child's messages.
 
 Shared by the single-process pipeline (pipeline/evaluate.py) and the multi-process runner
-(distributed/runner.py)."""
+(distributed/runner.py). The GPU side measures and reports distributions and intervals; whether a
+candidate is faster, slower or within noise is decided by loop/policy.py (docs/keep-rule.md), so no entry
+here carries a verdict. Ratios are of means (what a serving engine pays), with paired bootstrap intervals
+over the input sets; the tail ratio compares the 99th percentiles."""
 
 from __future__ import annotations
 
 from . import stats
 
-MIN_NOISE_DELTA = 0.02
+KERNELS = ("candidate", "incumbent", "incumbent_aa", "default")
 
 
 def bench_results(messages: list[dict], target, ceil: dict | None, wall_s: float):
     """(findings, per-shape entries, summary, claimed GPU seconds) from the bench child's messages."""
     findings, per_shape = [], []
-    ratio_samples, ratios, floors = [], [], []
+    listed, held = ([], [], []), ([], [], [])  # (ratio bootstrap samples, ratios, floor fractions)
     claimed_s = 0.0
     for m in sorted((m for m in messages if m.get("type") == "bench_shape"), key=lambda m: m["index"]):
         findings += [dict(f, shape_index=m["index"]) for f in m.get("findings", [])]
         k = m.get("kernels", {})
+        held_out = bool(m.get("held_out"))
         if "candidate" not in k or "incumbent" not in k:
-            per_shape.append({"shape": m["shape"], "status": "error"})
+            per_shape.append({"shape": m["shape"], "held_out": held_out, "status": "error"})
             continue
-        entry = {"shape": m["shape"], "rounds": m.get("rounds"), "input_sets": m.get("input_sets")}
-        for name, data in k.items():
-            times = data["times_us"]
+        entry = {"shape": m["shape"], "held_out": held_out, "rounds": m.get("rounds"),
+                 "input_sets": m.get("input_sets")}
+        for name in KERNELS:
+            if name not in k:
+                continue
+            times = k[name]["times_us"]
             claimed_s += sum(times) * 1e-6
-            entry[name] = {"median_us": float(stats.np.median(times)), "ci95_us": stats.median_ci(times),
-                           "host_us": data.get("host_us"), "stale_replays": data.get("stale_replays")}
-        cand = k["candidate"]["times_us"]
-        r = stats.paired_ratio(cand, k["incumbent"]["times_us"])
-        aa = stats.paired_ratio(k["incumbent"]["times_us"], k["incumbent_aa"]["times_us"], seed=1)
-        noise = max(abs(aa["ci95"][0] - 1), abs(aa["ci95"][1] - 1))
-        med = entry["candidate"]["median_us"]
-        roof = stats.roofline(target.bytes_min(m["shape"]), target.flops(m["shape"]), med, ceil)
-        default_med = entry.get("default", entry["incumbent"])["median_us"]
-        entry.update(ratio=r["ratio"], ratio_ci95=r["ci95"], noise_aa=noise, aa_ratio=aa["ratio"],
-                     delta=max(MIN_NOISE_DELTA, 2 * noise), default_median_us=default_med,
-                     faster=r["ci95"][1] < 1 - max(MIN_NOISE_DELTA, 2 * noise), **roof)
+            entry[name] = dict(stats.kernel_stats(times), host_us=k[name].get("host_us"),
+                               stale_replays=k[name].get("stale_replays"))
+        cand, inc = k["candidate"]["times_us"], k["incumbent"]["times_us"]
+        r = stats.paired_mean_ratio(cand, inc)
+        aa = stats.paired_mean_ratio(inc, k["incumbent_aa"]["times_us"], seed=1) if "incumbent_aa" in k else None
+        default = stats.paired_mean_ratio(cand, k["default"]["times_us"], seed=2) if "default" in k else None
+        mean = entry["candidate"]["mean_us"]
+        roof = stats.roofline(target.bytes_min(m["shape"]), target.flops(m["shape"]), mean, ceil)
+        entry.update(ratio=r["ratio"], ratio_ci95=r["ci95"], ratio_of="mean",
+                     tail_ratio=r["tail_ratio"], tail_ratio_ci95=r["tail_ci95"],
+                     aa_ratio=aa["ratio"] if aa else None, aa_ci95=aa["ci95"] if aa else None,
+                     # the A/A interval's widest distance from 1: the noise floor the policy scales
+                     noise_aa=max(abs(aa["ci95"][0] - 1), abs(aa["ci95"][1] - 1)) if aa else 0.0,
+                     default_ratio=default["ratio"] if default else None,
+                     default_median_us=entry.get("default", entry["incumbent"])["median_us"],
+                     default_mean_us=entry.get("default", entry["incumbent"])["mean_us"], **roof)
         host = k["candidate"].get("host_us")
+        med = entry["candidate"]["median_us"]
         if host and host > 3 * med + 50:  # host-timed replays far slower than the events claim
             findings.append({"code": "bench:timing_mismatch", "shape_index": m["index"],
                              "message": f"host wall time per replay {host:.1f} us vs event median {med:.1f} us"})
-        ratio_samples.append(r["samples"])
-        ratios.append(r["ratio"])
-        floors.append(roof["floor_fraction"])
+        into = held if held_out else listed
+        into[0].append(r["samples"])
+        into[1].append(r["ratio"])
+        into[2].append(roof["floor_fraction"])
         per_shape.append(entry)
     if claimed_s > wall_s:
         findings.append({"code": "bench:timing_mismatch", "message": f"the child claims {claimed_s:.2f} s of GPU "
@@ -51,4 +64,6 @@ def bench_results(messages: list[dict], target, ceil: dict | None, wall_s: float
     for m in messages:
         if m.get("type") in ("fatal",) or (m.get("type") == "load" and m.get("status") == "fail"):
             findings += m.get("findings", []) or [{"code": m.get("code", "harness:fatal"), "message": m.get("message", "")}]
-    return findings, per_shape, stats.summarize_shapes(ratio_samples, ratios, floors), claimed_s
+    summary = stats.summarize_shapes(*listed)
+    summary["held_out_geomean"] = stats.summarize_shapes(*held)["geomean_speedup"]
+    return findings, per_shape, summary, claimed_s

@@ -16,6 +16,7 @@ from .. import hardware
 from ..targets import get_target
 from . import referee, stats
 from .guard import check_candidate
+from .bench_child import held_out_shapes
 from .bench_report import bench_results
 from .sandbox import EarlyChild, run_child
 
@@ -144,7 +145,7 @@ def _evaluate(spec: dict, report: dict, stages: _Stages) -> None:
             bench.cancel()
             stages.put("benchmark", {"status": "skipped", "reason": "verification failed"})
         else:
-            _benchmark(report, stages, target, effective, bench)
+            _benchmark(report, stages, target, effective, bench, seed, scratch_root / "bench" / "outputs")
         ctx = {"stages": stages, "scratch_root": scratch_root, "source": source, "spec": spec, "info": info,
                "profile": effective, "seed": seed} if mode == "gpu" else None
         _finish(report, target, stages, ctx)
@@ -299,7 +300,7 @@ def _start_bench_child(spec, target, source, info, profile, seed, scratch_root) 
                       max_gate_wait_s=_verify_timeout(spec, "cuda", profile)).start()
 
 
-def _benchmark(report, stages, target, profile, child: EarlyChild) -> None:
+def _benchmark(report, stages, target, profile, child: EarlyChild, seed: int, outputs_dir: Path) -> None:
     shapes = target.benchmark_shapes(profile)
     t = stages.start("benchmark", shapes=len(shapes))  # "seconds" counts from the gate's opening
     clocks_before = hardware.fingerprint()
@@ -312,7 +313,10 @@ def _benchmark(report, stages, target, profile, child: EarlyChild) -> None:
     ceil = stats.ceilings_for((report.get("hardware") or {}).get("kind"))
     findings, per_shape, summary, claimed_s = bench_results(run.messages, target, ceil, after_gate_s)
     findings += _crash_findings(run, "benchmark") if not any(m.get("type") == "done" for m in run.messages) else []
-    status = "fail" if findings else ("pass" if per_shape and len(per_shape) == len(shapes) else "error")
+    timed = shapes + held_out_shapes(target, seed)
+    findings += referee.judge_replays(target, timed, seed, outputs_dir, run.messages, "cuda")
+    listed = [e for e in per_shape if not e.get("held_out")]
+    status = "fail" if findings else ("pass" if listed and len(listed) == len(shapes) else "error")
     report["summary"] = summary
     stages.end("benchmark", t, {"status": status, "shapes": per_shape, "findings": _dedupe(findings),
                                 "clocks_before": _clocks(clocks_before), "clocks_after": _clocks(clocks_after),

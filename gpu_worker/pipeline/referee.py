@@ -118,3 +118,35 @@ def _same_answer(target, a, b) -> bool:
                                           for x, y in zip(ca, cb))
     except Exception:
         return False
+
+
+def judge_replays(target, shapes: list[dict], seed: int, outputs_dir: Path, messages: list[dict],
+                  device: str) -> list[dict]:
+    """The parent's own judgement of the benchmark's saved replay outputs: each saved set's inputs are
+    regenerated here from the seed (the child's claim that it checked them is not taken on trust).
+    `shapes` are the timed shapes in message order (listed, then held out). Returns findings."""
+    from .bench_child import set_inputs  # the bench child's own definition of set j, so both draw the same
+
+    findings = []
+    for m in messages:
+        if m.get("type") != "bench_shape" or not m.get("saved"):
+            continue
+        index = m["index"]
+        if not 0 <= index < len(shapes):
+            findings.append({"code": "bench:wrong_output", "message": f"a saved replay names shape {index}"})
+            continue
+        for item in m["saved"]:
+            path = outputs_dir / str(item.get("file"))
+            if path.parent != outputs_dir or not path.is_file():
+                findings.append({"code": "bench:wrong_output", "message": f"saved replay {item.get('file')} missing"})
+                continue
+            try:
+                output = _load(path, device)
+                inputs = set_inputs(target, shapes[index], seed, index, int(item["set"]), device)
+                ok, _, msg = target.check(output, inputs, target.reference(inputs))
+            except Exception as e:  # unreadable or malformed: the child's file, not the harness
+                ok, msg = False, f"unreadable saved replay: {str(e)[:300]}"
+            if not ok:
+                findings.append({"code": "bench:wrong_output", "shape_index": index,
+                                 "message": f"the referee's check of timed replay {item.get('set')}: {msg[:500]}"})
+    return findings

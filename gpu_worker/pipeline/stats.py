@@ -1,4 +1,4 @@
-"""Medians, bootstrap intervals and rooflines from the child's raw event times (REFERENCE.md §4)."""
+"""Means, tails, bootstrap intervals and rooflines from the child's raw event times (docs/benchmark.md)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 
 BOOTSTRAP_RESAMPLES = 2000
 
-# Measured ceilings per hardware kind (REFERENCE.md §3): device copy rate and dense bf16 rate.
+# Measured ceilings per hardware kind (docs/kernels.md): device copy rate and dense bf16 rate.
 CEILINGS = {
     "h200": {"bytes_per_s": 4.25e12, "bf16_flops_per_s": 700e12, "l2_bytes": 60e6},
 }
@@ -28,6 +28,41 @@ def paired_ratio(a: list[float], b: list[float], seed: int = 0) -> dict:
     samples = np.median(x[idx], axis=1) / np.median(y[idx], axis=1)
     return {"ratio": float(np.median(x) / np.median(y)),
             "ci95": [float(np.percentile(samples, 2.5)), float(np.percentile(samples, 97.5))],
+            "samples": samples}
+
+
+SLOW_FACTOR = 3.0  # a call slower than this many times the median is a slow call
+
+
+def kernel_stats(times: list[float], seed: int = 0) -> dict:
+    """One kernel's distribution over its timed calls (one call per input set): the mean with its
+    bootstrap 95% interval, the quartiles, the tail and the share of slow calls."""
+    x = np.asarray(times, float)
+    rng = np.random.default_rng(seed)
+    means = x[rng.integers(0, len(x), size=(BOOTSTRAP_RESAMPLES, len(x)))].mean(axis=1)
+    median = float(np.median(x))
+    q1, q3, p99 = np.percentile(x, [25, 75, 99])
+    return {"mean_us": float(x.mean()),
+            "mean_ci95_us": [float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))],
+            "median_us": median, "ci95_us": median_ci(times, seed), "q1_us": float(q1), "q3_us": float(q3),
+            "p99_us": float(p99), "min_us": float(x.min()), "max_us": float(x.max()),
+            "slow_fraction": float((x > SLOW_FACTOR * median).mean()), "calls": int(len(x))}
+
+
+def paired_mean_ratio(a: list[float], b: list[float], seed: int = 0) -> dict:
+    """mean(a) / mean(b) over calls paired by input set, with a paired bootstrap 95% interval; and the same
+    for the 99th percentiles (the tail ratio)."""
+    x, y = np.asarray(a, float), np.asarray(b, float)
+    n = min(len(x), len(y))
+    x, y = x[:n], y[:n]
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, n, size=(BOOTSTRAP_RESAMPLES, n))
+    samples = x[idx].mean(axis=1) / y[idx].mean(axis=1)
+    tails = np.percentile(x[idx], 99, axis=1) / np.percentile(y[idx], 99, axis=1)
+    return {"ratio": float(x.mean() / y.mean()),
+            "ci95": [float(np.percentile(samples, 2.5)), float(np.percentile(samples, 97.5))],
+            "tail_ratio": float(np.percentile(x, 99) / np.percentile(y, 99)),
+            "tail_ci95": [float(np.percentile(tails, 2.5)), float(np.percentile(tails, 97.5))],
             "samples": samples}
 
 
@@ -58,7 +93,8 @@ def geomean(values) -> float | None:
 
 
 def summarize_shapes(ratio_samples: list[np.ndarray], ratios: list[float], floor_fractions: list) -> dict:
-    """Geomean speedup (incumbent / candidate) over shapes; its CI from the per-shape bootstrap samples."""
+    """Geomean speedup (incumbent / candidate, of means) over shapes; its CI from the per-shape bootstrap
+    samples."""
     if not ratios:
         return {"geomean_speedup": None, "geomean_ci95": None, "floor_fraction": None}
     logs = np.mean([np.log(s) for s in ratio_samples], axis=0)

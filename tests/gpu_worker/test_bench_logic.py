@@ -59,6 +59,8 @@ def fake_cuda(monkeypatch):
     monkeypatch.setattr(bench_child, "_capture", capture)
     monkeypatch.setattr(bench_child, "_event", FakeEvent)
     monkeypatch.setattr(bench_child, "L2_FLUSH_BYTES", 1 << 20)
+    monkeypatch.setattr(bench_child, "SETS", {"smoke": 12})  # the default (64 and more) is pinned below
+    monkeypatch.setattr(bench_child, "HELD_OUT", 1)
     return stale
 
 
@@ -73,31 +75,57 @@ def _run(**cfg):
     return sink.messages
 
 
-def test_an_honest_kernel_gets_medians_ratio_ci_noise_and_roofline(fake_cuda):
+def test_every_shape_is_timed_on_at_least_64_fresh_input_sets_by_default():
+    assert min(bench_child.SETS.values()) >= 64 and bench_child.HELD_OUT >= 1
+
+
+def test_an_honest_kernel_gets_means_tails_ratio_ci_noise_and_roofline(fake_cuda):
     messages = _run()
-    assert [m["type"] for m in messages] == ["bench_shape", "bench_shape"]
+    assert [m["type"] for m in messages] == ["bench_shape"] * (len(SHAPES) + 1)
+    assert [m["held_out"] for m in messages] == [False] * len(SHAPES) + [True]
     for m in messages:
-        assert m["findings"] == []
+        assert m["findings"] == [] and m["check"] == {"pass": True, "failures": 0}
         assert set(m["kernels"]) == {"candidate", "incumbent", "incumbent_aa"}
-        assert m["input_sets"] >= 2 and m["rounds"] == 20
-        assert all(k["stale_replays"] == 0 and k["check"]["pass"] for k in m["kernels"].values())
+        assert m["input_sets"] == m["rounds"] == 12
+        assert all(len(k["times_us"]) == 12 for k in m["kernels"].values())
     findings, shapes, summary, claimed = bench_results(messages, RMS, ceilings_for("h200"), wall_s=1e9)
     assert findings == []
     for s in shapes:
         lo, hi = s["ratio_ci95"]
-        assert lo <= s["ratio"] <= hi and s["noise_aa"] >= 0 and 0 < s["floor_fraction"]
+        assert lo <= s["ratio"] <= hi and s["ratio_of"] == "mean" and s["noise_aa"] >= 0 and 0 < s["floor_fraction"]
+        c = s["candidate"]
+        assert c["min_us"] <= c["q1_us"] <= c["median_us"] <= c["q3_us"] <= c["p99_us"] <= c["max_us"]
+        assert c["mean_ci95_us"][0] <= c["mean_us"] <= c["mean_ci95_us"][1] and c["calls"] == 12
+        assert 0 <= c["slow_fraction"] <= 1 and s["tail_ratio"] > 0
         assert s["floor_us"] == pytest.approx(RMS.bytes_min(s["shape"]) / 4.25e12 * 1e6)
-    assert summary["geomean_speedup"] > 0 and claimed > 0
+        assert "faster" not in s and "delta" not in s          # the policy decides, not the GPU side
+    assert summary["geomean_speedup"] > 0 and summary["held_out_geomean"] > 0 and claimed > 0
+
+
+def test_every_timed_set_is_a_fresh_draw_from_each_value_family(fake_cuda):
+    seen = []
+
+    def recording(x, residual, weight, eps):
+        seen.append(float(x.float().abs().sum()))
+        return RMS.baseline(x, residual, weight, eps)
+
+    sink = Sink()
+    bench_child.benchmark({"profile": "smoke", "shapes": SHAPES[:1]}, sink, RMS, recording, RMS.baseline,
+                          RMS.baseline, seed=3, perf=time.perf_counter)
+    assert sink.messages[0]["findings"] == []
+    assert len(set(seen)) >= 12                                # a different input on every timed replay
+    families = {bench_child.set_inputs(RMS, SHAPES[0], 3, 0, j, "cpu")[0].abs().max().item() for j in range(6)}
+    assert len(families) > 1
 
 
 def test_a_replay_that_does_not_rewrite_its_poisoned_output_fails(fake_cuda):
     fake_cuda["candidate"] = True
     for m in _run():
         assert "bench:wrong_output" in {f["code"] for f in m["findings"]}
-        assert "NaN" in m["kernels"]["candidate"]["check"]["message"]
+        assert "NaN" in m["findings"][0]["message"]
 
 
-def test_a_kernel_that_replays_a_cached_answer_fails_the_post_timing_check(fake_cuda):
+def test_a_kernel_that_replays_a_cached_answer_fails_on_fresh_inputs(fake_cuda):
     cache = {}
 
     def cached(x, residual, weight, eps):
@@ -109,7 +137,49 @@ def test_a_kernel_that_replays_a_cached_answer_fails_the_post_timing_check(fake_
     sink = Sink()
     bench_child.benchmark({"profile": "smoke", "shapes": SHAPES}, sink, RMS, cached, RMS.baseline, RMS.baseline,
                           seed=3, perf=time.perf_counter)
-    assert all("bench:wrong_output" in {f["code"] for f in m["findings"]} for m in sink.messages)
+    for m in sink.messages:
+        codes = {f["code"] for f in m["findings"]}
+        assert codes & {"bench:stale_output", "bench:wrong_output"}, m["findings"]
+
+
+def test_a_graph_that_copies_an_answer_computed_at_capture_is_stale(fake_cuda, monkeypatch):
+    """The memo family: the candidate computes the right answer for the capture-time inputs and the
+    captured graph only copies it. Fresh inputs after capture expose it."""
+    def capture(fn, inputs):
+        answer = [t.clone() for t in as_outputs(fn(*inputs))]
+        outputs = [t.clone() for t in answer]
+
+        class Copy:
+            def replay(self):
+                for dst, src in zip(outputs, answer):
+                    dst.copy_(src)
+        return (Copy() if fn is _candidate else FakeGraph(fn, inputs, outputs)), outputs
+
+    monkeypatch.setattr(bench_child, "_capture", capture)
+    for m in _run():
+        assert "bench:stale_output" in {f["code"] for f in m["findings"]}, m["findings"]
+
+
+def test_a_slow_tail_shows_in_p99_and_the_slow_fraction(fake_cuda):
+    findings, shapes, *_ = bench_results([{
+        "type": "bench_shape", "index": 0, "shape": SHAPES[0], "findings": [], "rounds": 64, "input_sets": 64,
+        "kernels": {"candidate": {"times_us": [10.0] * 62 + [600.0, 610.0]},
+                    "incumbent": {"times_us": [40.0] * 64}, "incumbent_aa": {"times_us": [40.0] * 64}}}],
+        RMS, ceilings_for("h200"), wall_s=1e9)
+    (s,) = shapes
+    assert s["candidate"]["median_us"] == 10.0 and s["candidate"]["p99_us"] > 500
+    assert s["candidate"]["slow_fraction"] == pytest.approx(2 / 64)
+    assert s["candidate"]["mean_us"] == pytest.approx((62 * 10 + 1210) / 64)
+    assert s["tail_ratio"] > 10 and s["ratio"] == pytest.approx(s["candidate"]["mean_us"] / 40.0)
+
+
+def test_a_hung_capture_ends_the_child_with_its_own_finding(monkeypatch):
+    fired = {}
+    monkeypatch.setattr(bench_child.os, "_exit", lambda code: fired.setdefault("code", code))
+    sink = Sink()
+    with bench_child._Watchdog(sink, 0.05, "bench:graph_capture", "CUDA graph capture of the candidate"):
+        time.sleep(0.3)
+    assert fired["code"] == 3 and sink.messages[0]["code"] == "bench:graph_capture"
 
 
 def test_claiming_more_gpu_time_than_the_wall_clock_is_a_finding(fake_cuda):
@@ -137,10 +207,12 @@ def test_collect_reports_turns_a_report_into_records_and_a_table(fake_cuda, tmp_
     (reports / "add_rmsnorm__seed.cmd").write_text("python -m gpu_worker evaluate ...")
     assert collect.main([str(reports), str(tmp_path / "out")]) == 0
     records = json.loads((tmp_path / "out/latest.json").read_text())
-    assert {r["kernel"] for r in records} == {"seed", "default"} and len(records) == 2 * len(SHAPES)
+    assert {r["kernel"] for r in records} == {"seed", "default"} and len(records) == 2 * (len(SHAPES) + 1)
+    assert sum(r["held_out"] for r in records) == 2
     r = records[0]
     assert r["date"] == "2026-12-02T12:13:54+00:00"
-    assert set(r) >= {"target", "shape", "kernel", "median_us", "ci95_us", "floor_fraction", "gpu", "date", "command"}
+    assert set(r) >= {"target", "shape", "kernel", "mean_us", "mean_ci95_us", "median_us", "p99_us", "slow_fraction",
+                      "floor_fraction", "gpu", "date", "command"}
     assert r["shape"] == {"tokens": 4, "hidden": 2048} and r["gpu"] == "NVIDIA H200"
     assert r["ci95_us"][0] <= r["median_us"] <= r["ci95_us"][1]
     assert "| add_rmsnorm | tokens=4, hidden=2048 | seed |" in (tmp_path / "out/latest.md").read_text()
@@ -156,6 +228,6 @@ def test_collect_reports_turns_a_report_into_records_and_a_table(fake_cuda, tmp_
     seed = sorted(r["median_us"] for r in merged if r["kernel"] == "seed")
     assert seed == sorted(r["median_us"] for r in moved if r["kernel"] == "seed")
     assert all(r["collected_from"] == str(run) for r in merged if r["kernel"] == "seed")
-    assert sum(r["kernel"] == "default" for r in merged) == len(SHAPES)   # the default's records stay the report's
+    assert sum(r["kernel"] == "default" for r in merged) == len(SHAPES) + 1   # the default's stay the report's
     (evaluation,) = json.loads((tmp_path / "out2/evaluations.json").read_text())
     assert evaluation["wall_s"] == 9.0
