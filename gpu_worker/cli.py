@@ -36,8 +36,14 @@ def _summary_lines(report: dict) -> list[str]:
     bench = report.get("stages", {}).get("benchmark", {})
     for s in bench.get("shapes", []) if isinstance(bench.get("shapes"), list) else []:
         if "ratio" in s:
-            lines.append(f"    {json.dumps({k: v for k, v in s['shape'].items() if k in ('rows', 'n_ctx', 'tokens', 'hidden')})}"
-                         f" cand {s['candidate']['median_us']:.1f} us, inc {s['incumbent']['median_us']:.1f} us,"
+            c, i = s["candidate"], s["incumbent"]
+            shape = json.dumps({k: v for k, v in s["shape"].items() if k in ("rows", "n_ctx", "tokens", "hidden")})
+            if c.get("mean_us") is None:  # a report from before the tail-aware benchmark: medians only
+                timing = f" cand median {c['median_us']:.1f} us, inc median {i['median_us']:.1f} us,"
+            else:
+                timing = (f" cand mean {c['mean_us']:.1f} p99 {c['p99_us']:.1f} (slow {c['slow_fraction']:.0%}),"
+                          f" inc mean {i['mean_us']:.1f} p99 {i['p99_us']:.1f},")
+            lines.append(f"    {shape}{' held out' if s.get('held_out') else ''}{timing}"
                          f" ratio {s['ratio']:.3f} [{s['ratio_ci95'][0]:.3f}, {s['ratio_ci95'][1]:.3f}],"
                          f" A/A {s['noise_aa']:.3f}, floor {(s.get('floor_fraction') or 0):.2f}")
     summ = report.get("summary") or {}

@@ -5,8 +5,10 @@ faster than the incumbent with the whole confidence interval clear of the noise 
 end-to-end grid point is worse than noise. Everything else reverts with a reason code and one
 sentence. A report that lacks what the decision needs is an `error`, never a crash.
 
-"Faster" (REFERENCE.md §4): ratio = candidate median / incumbent median; accept only if the upper
-bound of its 95% interval is below 1 - delta, delta = max(threshold, 2 x the A/A spread).
+"Faster" (docs/keep-rule.md): ratio = candidate mean / incumbent mean (per shape, over many fresh input
+sets); accept only if the upper bound of its 95% interval is below 1 - delta, delta = max(threshold,
+noise_multiplier x the A/A spread). One function, `compare`, applies that rule to every interval the
+policy and the range analysis judge: the benchmark's mean ratio, its tail (p99) ratio, and e2e ratios.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ UNMEASURED = "unmeasured"
 VETOED = "vetoed"
 REASON_ERROR = "error"
 FASTER = "faster"
+TAIL = "bench:tail"
+SLOWER_BEYOND_NOISE, WITHIN_NOISE = "slower", "noise"
 
 UNMEASURED_TEXT = "timings need a GPU worker"
 
@@ -48,6 +52,7 @@ class RunPolicy:
     plateau_k: int = 10  # stop after this many final candidates in a row without a keep
     floor_fraction_stop: float | None = None  # stop once a kept candidate reaches this fraction of the roofline
     max_attempts: int = 3  # evaluations of one candidate before the reaper gives up on it
+    allow_tail_regression: bool = False  # keep a candidate whose p99 is worse than the incumbent's beyond noise
 
     @classmethod
     def from_json(cls, data: dict | None) -> RunPolicy:
@@ -132,8 +137,26 @@ def _describe_finding(finding: dict) -> str:
     return f"{text} (line {line})" if isinstance(line, int) else text
 
 
+def compare(interval: tuple[float, float], delta: float) -> str:
+    """The one noise rule. `interval` is the 95% interval of a time ratio (candidate / baseline, lower is
+    better): FASTER when it lies wholly below 1 - delta, SLOWER_BEYOND_NOISE when wholly above 1 + delta,
+    else WITHIN_NOISE."""
+    lo, hi = interval
+    if hi < 1.0 - delta:
+        return FASTER
+    if lo > 1.0 + delta:
+        return SLOWER_BEYOND_NOISE
+    return WITHIN_NOISE
+
+
+def tail_regressions(shapes: list[dict], delta: float) -> list[dict]:
+    """Timed shapes (not held out) whose p99 ratio is worse than the incumbent's beyond noise."""
+    return [s for s in shapes if not s.get("held_out") and s.get("tail_ratio_ci95") is not None
+            and compare(_interval(s["tail_ratio_ci95"], "tail_ratio_ci95"), delta) == SLOWER_BEYOND_NOISE]
+
+
 def noise_delta(shapes: list[dict], policy: RunPolicy) -> float:
-    """delta = max(threshold, noise_multiplier x the largest A/A spread measured) (REFERENCE.md §4)."""
+    """delta = max(threshold, noise_multiplier x the largest A/A spread measured) (docs/keep-rule.md)."""
     spreads = [_number(s["noise_aa"], "noise_aa") for s in shapes if s.get("noise_aa") is not None]
     return max([policy.threshold] + [policy.noise_multiplier * abs(s) for s in spreads])
 
@@ -248,9 +271,16 @@ def _decide(report, policy: RunPolicy) -> Outcome:
     if ratio >= 1.0:
         return Outcome(REVERT, SLOWER, f"Slower than the incumbent: time ratio {ratio:.3f} "
                                        f"(95% CI {ratio_lo:.3f}-{ratio_hi:.3f}).", numbers)
-    if ratio_hi >= 1.0 - delta:
+    if compare((ratio_lo, ratio_hi), delta) != FASTER:
         return Outcome(REVERT, NOISE, f"Not faster beyond noise: time ratio {ratio:.3f}, the interval's upper bound "
                                       f"{ratio_hi:.3f} is not below {1 - delta:.3f} (delta {delta:.1%}).", numbers)
+    tails = tail_regressions(shapes, delta)
+    if tails and not policy.allow_tail_regression:
+        worst = max(tails, key=lambda s: s["tail_ratio"])
+        return Outcome(REVERT, TAIL, f"Faster on average, but its p99 is worse than the incumbent's beyond noise at "
+                                     f"{len(tails)} shape(s); worst {_shape_names([worst])}: p99 ratio "
+                                     f"{worst['tail_ratio']:.2f}. The run's policy does not allow a tail regression.",
+                       dict(numbers, tail_shapes=len(tails)))
 
     e2e = _stage(report, "e2e")
     if e2e["status"] == _ERROR or _harness_only(e2e):

@@ -4,9 +4,9 @@ default kernel.
 
 Input is per-shape benchmark results and per-grid-point e2e results with their intervals, as in a
 report (`ark.report/1`). A value of the axis is:
-  win  - every benchmark shape there has its ratio interval's upper bound below 1 - delta
-         (delta = max(threshold, 2 x A/A spread), REFERENCE.md §4), or the e2e grid measured a
-         win there, and nothing there loses;
+  win  - every benchmark shape there is faster beyond noise by the policy's one rule
+         (`loop.policy.compare`, docs/keep-rule.md), or the e2e grid measured a win there, and
+         nothing there loses;
   lose - some shape there is slower (ratio >= 1), or an e2e point there is worse than noise, or
          (a value the e2e grid did not measure) the e2e grid lost at its largest context below it
          with nothing measured above, or at both neighbouring contexts;
@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from loop.policy import RunPolicy, _interval, _number, e2e_regressions, finite
+from loop.policy import FASTER, RunPolicy, _interval, _number, compare, e2e_regressions, finite
 
 WIN, LOSE, TIE = "win", "lose", "tie"
 DEFAULT = "default"
@@ -80,6 +80,8 @@ def analyze(report: dict, *, axis: str, policy: RunPolicy | None = None, baselin
     shapes = (stages.get("benchmark") or {}).get("shapes") or []
     by_value: dict[int, list] = {}
     for i, shape in enumerate(shapes):
+        if shape.get("held_out"):
+            continue  # drawn per run for the generalisation gap: not a point of the serving grid
         where = f"benchmark shape {i}"
         dims = shape.get("shape")
         if not isinstance(dims, dict) or axis not in dims:
@@ -88,7 +90,7 @@ def analyze(report: dict, *, axis: str, policy: RunPolicy | None = None, baselin
         ratio, ci = _baseline_ratio(shape, baseline, where)
         noise = abs(_number(shape.get("noise_aa") or 0.0, f"{where} noise_aa"))
         delta = max(policy.threshold, policy.noise_multiplier * noise)
-        status = WIN if ci[1] < 1.0 - delta else (LOSE if ratio >= 1.0 else TIE)
+        status = WIN if compare(ci, delta) == FASTER else (LOSE if ratio >= 1.0 else TIE)
         by_value.setdefault(value, []).append((status, ratio, ci, "benchmark"))
 
     e2e_key = E2E_AXIS_OF.get(axis, axis)

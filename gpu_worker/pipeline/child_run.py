@@ -454,6 +454,8 @@ def verify(cfg, out, target, cand: Candidate, seed: int, perf) -> None:
         out.send(**msg)
         if msg["status"] == "error" and any(f["code"] == "verify:cuda_error" for f in findings):
             return  # the CUDA context is unusable after a device fault
+        if any(f.get("code") == "verify:graph_capture" for f in msg.get("findings") or findings):
+            return  # a broken capture can leave the stream unusable: the next call hung on an H200 until timeout
 
 
 def run(cfg: dict, out, *, perf, active_threads) -> None:

@@ -175,3 +175,34 @@ def test_summary_numbers_and_gpu_seconds_read_the_report():
     assert policy.summary_numbers(cpu_report())["geomean_speedup"] is None
     assert policy.gpu_seconds(report(seconds=30.0)) == 0.1 + 5.0 + 30.0 + 10.0
     assert policy.gpu_seconds({"stages": "nonsense"}) == 0.0
+
+
+def test_one_rule_judges_an_interval_faster_slower_or_within_noise():
+    from loop.policy import FASTER, SLOWER_BEYOND_NOISE, WITHIN_NOISE, compare
+    assert compare((0.80, 0.97), 0.02) == FASTER
+    assert compare((0.80, 0.98), 0.02) == WITHIN_NOISE           # the upper bound touches 1 - delta
+    assert compare((1.03, 1.20), 0.02) == SLOWER_BEYOND_NOISE
+    assert compare((0.99, 1.02), 0.02) == WITHIN_NOISE
+
+
+def _with_tail(tail_ci):
+    shapes = [dict(shape_result(4, 32768, 0.8), tail_ratio=tail_ci[0] + 0.01, tail_ratio_ci95=list(tail_ci)),
+              shape_result(64, 131072, 0.85)]
+    return report(shapes=shapes)
+
+
+def test_a_p99_worse_than_the_incumbents_beyond_noise_blocks_keep():
+    outcome = decide(_with_tail((4.0, 6.0)), RunPolicy())
+    assert (outcome.verdict, outcome.reason_code) == ("revert", "bench:tail")
+    assert "p99" in outcome.reason_text and "rows=4" in outcome.reason_text
+
+
+def test_a_tail_within_noise_or_an_allowing_policy_keeps():
+    assert decide(_with_tail((0.95, 1.01)), RunPolicy()).verdict == "keep"
+    assert decide(_with_tail((4.0, 6.0)), RunPolicy(allow_tail_regression=True)).verdict == "keep"
+
+
+def test_a_held_out_shapes_tail_is_reported_not_judged():
+    shapes = [shape_result(4, 32768, 0.8), dict(shape_result(5, 50000, 0.8), held_out=True, tail_ratio=5.0,
+                                                 tail_ratio_ci95=[4.0, 6.0])]
+    assert decide(report(shapes=shapes), RunPolicy()).verdict == "keep"
