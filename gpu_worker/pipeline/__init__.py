@@ -1,4 +1,4 @@
-"""The verify-and-benchmark pipeline: `evaluate(spec) -> report` (see NOTES-harness.md)."""
+"""The verify-and-benchmark pipeline: `evaluate(spec) -> report` (docs/harness.md)."""
 
 from .evaluate import SCHEMA, evaluate
 
