@@ -139,7 +139,7 @@ class KernelTiming(Record):
     only the median and its interval were measured; the rest is None."""
 
     median_us: float | None = None
-    median_ci95_us: list | None = None
+    ci95_us: list | None = None          # the median's bootstrap 95% interval (the name /1 gave it)
     mean_us: float | None = None
     mean_ci95_us: list | None = None
     q1_us: float | None = None
@@ -399,12 +399,6 @@ def _upgrade_verify_shape(old: dict) -> dict:
 
 def _upgrade_bench_shape(old: dict) -> dict:
     new = {k: v for k, v in old.items() if k not in ("faster", "delta")}
-    for name in ("candidate", "incumbent", "incumbent_aa", "default"):
-        if isinstance(new.get(name), dict):
-            timing = dict(new[name])
-            if "ci95_us" in timing:
-                timing["median_ci95_us"] = timing.pop("ci95_us")
-            new[name] = timing
     if new.get("ratio") is not None:
         new["ratio_of"] = "median"
     return new
