@@ -125,7 +125,10 @@ def main() -> None:
         out.send(type="hello", pid=os.getpid(), uid=os.getuid(), limits=limits)
         import torch  # noqa: F401,F811
 
-        from . import child_run
+        from . import child_run, tamper
+
+        # the last step before any candidate code exists here: what the report relies on, as it is now
+        tamper.arm(writer=out, result_fd=cfg["result_fd"])
     except BaseException:
         out.send(type="fatal", code="harness:import", message=traceback.format_exc()[-4000:])
         raise
