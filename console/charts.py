@@ -109,3 +109,54 @@ def waterfall(steps: list[dict]) -> dict:
     fig.update_layout(**_LAYOUT, yaxis_title="tokens/s", showlegend=False,
                       yaxis={"range": [min(levels) * 0.97, top * 1.02]} if base else {})
     return _as_dict(fig)
+
+
+_BOX_FIELDS = ("min_us", "q1_us", "median_us", "q3_us", "max_us")
+
+
+def _measured_distribution(timing) -> bool:
+    return isinstance(timing, dict) and all(isinstance(timing.get(f), (int, float)) for f in _BOX_FIELDS)
+
+
+def _means(timings: list[dict]) -> dict:
+    """The dashed mean line, only where every shape measured one: given no mean, plotly would invent one."""
+    if any(not isinstance(t.get("mean_us"), (int, float)) for t in timings):
+        return {}
+    return {"mean": [t["mean_us"] for t in timings], "boxmean": True}
+
+
+def distribution(entries: list[dict], labels: list[str]) -> dict | None:
+    """One box per kernel (candidate, incumbent, default) at each benchmark shape, drawn from the
+    quartiles the report carries: the box spans q1..q3, the whiskers min..max, the dashed line is the mean,
+    and a tick marks the p99. None when no shape has them (reports converted from ark.report/1 measured
+    only the median and its interval, so there is no distribution to draw)."""
+    fig = go.Figure()
+    for name in ("candidate", "incumbent", "default"):
+        measured = [(label, entry[name]) for entry, label in zip(entries, labels)
+                    if _measured_distribution(entry.get(name))]
+        if not measured:
+            continue
+        xs = [label for label, _ in measured]
+        timings = [timing for _, timing in measured]
+        fig.add_trace(go.Box(
+            x=xs, name=name, marker={"color": COLORS[name]}, offsetgroup=name,
+            lowerfence=[t["min_us"] for t in timings], q1=[t["q1_us"] for t in timings],
+            median=[t["median_us"] for t in timings], q3=[t["q3_us"] for t in timings],
+            upperfence=[t["max_us"] for t in timings], **_means(timings),
+        ))
+        tails = [(x, t["p99_us"]) for x, t in zip(xs, timings) if t.get("p99_us") is not None]
+        if tails:
+            fig.add_trace(go.Scatter(
+                x=[x for x, _ in tails], y=[y for _, y in tails], mode="markers", name=f"{name} p99",
+                offsetgroup=name, marker={"symbol": "line-ew-open", "size": 14, "color": COLORS[name]},
+                hovertemplate="%{x}<br>p99 %{y:.2f} us", showlegend=False))
+    if not fig.data:
+        return None
+    lows = [v for trace in fig.data if trace.type == "box" for v in trace.lowerfence]
+    highs = [v for trace in fig.data if trace.type == "box" for v in trace.upperfence]
+    fig.update_layout(**_LAYOUT, boxmode="group", scattermode="group", xaxis_title="shape",
+                      yaxis_title="time per call (us)")
+    # Shapes from a few microseconds to milliseconds: a log axis keeps the small ones' boxes visible.
+    if min(lows) > 0 and max(highs) / min(lows) > 20:
+        fig.update_yaxes(type="log")
+    return _as_dict(fig)

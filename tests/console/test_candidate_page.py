@@ -121,3 +121,43 @@ def test_the_candidate_page_shows_the_exact_prompt_escaped(as_charlie, family):
 def test_a_candidate_without_a_prompt_shows_no_prompt_section(as_charlie, family):
     _, parent, _ = family
     assert 'data-testid="prompt"' not in as_charlie.get(reverse("candidate", args=[parent.pk])).content.decode()
+
+
+def _with_quartiles(report: dict) -> dict:
+    """The benchmark's per-kernel distribution as the tail-aware harness reports it, around each median."""
+    for entry in report["stages"]["benchmark"]["shapes"]:
+        for name in ("candidate", "incumbent", "default"):
+            m = entry[name]["median_us"]
+            entry[name].update(min_us=m * 0.9, q1_us=m * 0.97, q3_us=m * 1.04, p99_us=m * 1.3, max_us=m * 1.6,
+                               mean_us=m * 1.01)
+    return report
+
+
+def test_the_candidate_page_draws_each_shapes_distribution_per_kernel(as_charlie, alice):
+    run = builders.make_run(alice)
+    report = _with_quartiles(builders.passing_report())
+    candidate = builders.evaluated(run, report)
+    response = as_charlie.get(reverse("candidate", args=[candidate.pk]))
+    page = response.content.decode()
+    assert 'data-testid="distribution-chart"' in page and 'data-testid="distribution-missing"' not in page
+    boxes = {t["name"]: t for t in response.context["distribution_chart"]["data"] if t["type"] == "box"}
+    assert set(boxes) == {"candidate", "incumbent", "default"}
+    first = report["stages"]["benchmark"]["shapes"][0]
+    label = response.context["shapes"][0]["label"]
+    box = boxes["candidate"]
+    assert box["x"][0] == label and len(box["x"]) == len(report["stages"]["benchmark"]["shapes"])
+    expected = {"lowerfence": "min_us", "q1": "q1_us", "median": "median_us", "q3": "q3_us",
+                "upperfence": "max_us", "mean": "mean_us"}
+    assert {key: box[key][0] for key in expected} == {key: first["candidate"][f] for key, f in expected.items()}
+    tails = [t for t in response.context["distribution_chart"]["data"] if t["name"] == "incumbent p99"]
+    assert tails and tails[0]["y"][0] == first["incumbent"]["p99_us"]
+
+
+def test_a_report_without_quartiles_says_the_distribution_was_not_measured(as_charlie, alice):
+    run = builders.make_run(alice)
+    candidate = builders.evaluated(run, builders.passing_report())
+    response = as_charlie.get(reverse("candidate", args=[candidate.pk]))
+    page = response.content.decode()
+    assert response.context["distribution_chart"] is None and 'id="distribution-chart"' not in page
+    assert "Distribution not measured (recorded before the tail-aware benchmark)." in page
+    assert 'data-testid="shape-chart"' in page  # the medians are still drawn
