@@ -6,6 +6,7 @@ import json
 from django import forms
 
 from loop.models import Run, Target, Thesis
+from loop.policy import RunPolicy
 
 
 class ThesisForm(forms.Form):
@@ -51,16 +52,22 @@ class RunStartForm(forms.Form):
     budget_candidates = forms.IntegerField(min_value=1, max_value=10000, initial=20)
     budget_gpu_minutes = forms.FloatField(min_value=0.1, max_value=100000, initial=60.0)
     review_mode = forms.ChoiceField(choices=Run.ReviewMode.choices, initial=Run.ReviewMode.GATE)
-    threshold = forms.FloatField(min_value=0.0, max_value=0.5, initial=0.02, required=False,
-                                 help_text="Noise threshold delta: the speedup interval must clear 1 - delta.")
+    # Defaults come from RunPolicy, the one place the keep rule's numbers live (docs/keep-rule.md).
+    threshold = forms.FloatField(min_value=0.0, max_value=0.5, initial=RunPolicy.threshold, required=False,
+                                 help_text="The smallest speedup worth keeping; the noise floor is at least this.")
+    noise_multiplier = forms.FloatField(min_value=1.0, max_value=10.0, initial=RunPolicy.noise_multiplier,
+                                        required=False, help_text="The noise floor is at least this many times "
+                                                                  "the A/A interval's reach from 1.")
+    allow_tail_regression = forms.BooleanField(initial=RunPolicy.allow_tail_regression, required=False,
+                                               help_text="Keep a candidate whose p99 is worse beyond noise.")
     plateau_k = forms.IntegerField(min_value=1, max_value=1000, initial=8, required=False,
                                    help_text="Stop after this many candidates without a keep.")
     floor_fraction_stop = forms.FloatField(min_value=0.0, max_value=1.0, initial=0.9, required=False,
                                            help_text="Stop when the incumbent reaches this fraction of the floor.")
 
     def policy(self) -> dict:
-        return {k: self.cleaned_data[k] for k in ("threshold", "plateau_k", "floor_fraction_stop")
-                if self.cleaned_data.get(k) is not None}
+        names = ("threshold", "noise_multiplier", "allow_tail_regression", "plateau_k", "floor_fraction_stop")
+        return {k: self.cleaned_data[k] for k in names if self.cleaned_data.get(k) is not None}
 
 
 class SkillEditForm(forms.Form):

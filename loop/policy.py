@@ -1,4 +1,4 @@
-"""Keep or revert: pure functions of a report (`"schema": "ark.report/1"`) and a run's policy.
+"""Keep or revert: pure functions of a report (gpu_worker/contract.py, as JSON) and a run's policy.
 
 A candidate is kept only when every guard is clean, every verification shape is correct, it is
 faster than the incumbent with the whole confidence interval clear of the noise floor, and no
@@ -7,8 +7,9 @@ sentence. A report that lacks what the decision needs is an `error`, never a cra
 
 "Faster" (docs/keep-rule.md): ratio = candidate mean / incumbent mean (per shape, over many fresh input
 sets); accept only if the upper bound of its 95% interval is below 1 - delta, delta = max(threshold,
-noise_multiplier x the A/A spread). One function, `compare`, applies that rule to every interval the
-policy and the range analysis judge: the benchmark's mean ratio, its tail (p99) ratio, and e2e ratios.
+noise_multiplier x how far the A/A interval reaches from 1). One function, `judge`, applies that rule to
+every interval the policy and the range analysis look at: the benchmark's mean ratio, its tail (p99)
+ratio, and the e2e grid's ratios. The GPU side only measures; nothing there decides faster or slower.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import math
 from dataclasses import dataclass, field
 
 REPORT_SCHEMA = "ark.report/1"
+# A stored /1 report is converted to /2 by gpu_worker/contract.py; both carry the field names read here.
+_READABLE_SCHEMAS = (REPORT_SCHEMA, "ark.report/2")
 
 KEEP, REVERT, ERROR = "keep", "revert", "error"
 
@@ -36,8 +39,6 @@ UNMEASURED_TEXT = "timings need a GPU worker"
 
 _PASS, _FAIL, _ERROR, _SKIPPED, _UNAVAILABLE = "pass", "fail", "error", "skipped", "unavailable"
 _COMPILE_ONLY = "compile_only"
-# gpu_worker/e2e/gate.py: a point's verdict is win | tie | loss on the tokens/s ratio.
-_E2E_WORSE_VERDICTS = {"loss"}
 _E2E_NOTES = {"e2e:timing_note"}
 # Findings that say the harness failed, not the candidate.
 _HARNESS_CODES = {"e2e:point_error", "e2e:exception"}
@@ -149,16 +150,32 @@ def compare(interval: tuple[float, float], delta: float) -> str:
     return WITHIN_NOISE
 
 
-def tail_regressions(shapes: list[dict], delta: float) -> list[dict]:
+def noise_floor(aa_ci95, policy: RunPolicy, what: str = "aa_ci95") -> float:
+    """delta = max(threshold, noise_multiplier x how far the A/A interval reaches from 1).
+
+    The A/A interval times the baseline against itself: whatever it shows is noise, so a speedup must
+    clear it by the run's multiplier, and never less than the smallest speedup the run cares about."""
+    lo, hi = _interval(aa_ci95, what)
+    return max(policy.threshold, policy.noise_multiplier * max(abs(1.0 - lo), abs(hi - 1.0)))
+
+
+def judge(ratio_ci95, aa_ci95, policy: RunPolicy, what: str = "ratio_ci95") -> str:
+    """FASTER, SLOWER_BEYOND_NOISE or WITHIN_NOISE for one measured time ratio and its own A/A interval.
+    The benchmark's shapes, their tails and the e2e grid points are all judged by this function."""
+    return compare(_interval(ratio_ci95, what), noise_floor(aa_ci95, policy, f"{what} A/A interval"))
+
+
+def tail_regressions(shapes: list[dict], policy: RunPolicy) -> list[dict]:
     """Timed shapes (not held out) whose p99 ratio is worse than the incumbent's beyond noise."""
-    return [s for s in shapes if not s.get("held_out") and s.get("tail_ratio_ci95") is not None
-            and compare(_interval(s["tail_ratio_ci95"], "tail_ratio_ci95"), delta) == SLOWER_BEYOND_NOISE]
+    return [s for i, s in enumerate(shapes) if not s.get("held_out") and s.get("tail_ratio_ci95") is not None
+            and judge(s["tail_ratio_ci95"], s.get("aa_ci95"), policy,
+                      f"benchmark shape {i} tail_ratio_ci95") == SLOWER_BEYOND_NOISE]
 
 
 def noise_delta(shapes: list[dict], policy: RunPolicy) -> float:
-    """delta = max(threshold, noise_multiplier x the largest A/A spread measured) (docs/keep-rule.md)."""
-    spreads = [_number(s["noise_aa"], "noise_aa") for s in shapes if s.get("noise_aa") is not None]
-    return max([policy.threshold] + [policy.noise_multiplier * abs(s) for s in spreads])
+    """The aggregate's noise floor: the widest of the timed shapes' floors (docs/keep-rule.md)."""
+    return max(noise_floor(s.get("aa_ci95"), policy, f"benchmark shape {i} aa_ci95")
+               for i, s in enumerate(shapes) if not s.get("held_out"))
 
 
 def benchmark_ratio(report: dict) -> tuple[float, tuple[float, float]]:
@@ -174,10 +191,10 @@ def benchmark_ratio(report: dict) -> tuple[float, tuple[float, float]]:
         if speedup <= 0 or lo <= 0:
             raise ReportError("summary speedups must be positive")
         return 1.0 / speedup, (1.0 / hi, 1.0 / lo)
-    shapes = _benchmark_shapes(report)
+    shapes = [s for s in _benchmark_shapes(report) if not s.get("held_out")]
     ratios = [_number(s.get("ratio"), f"benchmark shape {i} ratio") for i, s in enumerate(shapes)]
     intervals = [_interval(s.get("ratio_ci95"), f"benchmark shape {i} ratio_ci95") for i, s in enumerate(shapes)]
-    if any(r <= 0 for r in ratios) or any(lo <= 0 for lo, _ in intervals):
+    if not ratios or any(r <= 0 for r in ratios) or any(lo <= 0 for lo, _ in intervals):
         raise ReportError("benchmark ratios must be positive")
     return _geomean(ratios), (_geomean([lo for lo, _ in intervals]), _geomean([hi for _, hi in intervals]))
 
@@ -193,22 +210,27 @@ def _benchmark_shapes(report: dict) -> list[dict]:
     return shapes
 
 
-def e2e_regressions(points: list[dict]) -> list[dict]:
-    """Grid points worse than noise: the harness says `loss`, or the tokens/s ratio's interval
-    (candidate / baseline, higher is better; gpu_worker/e2e/gate.py) lies wholly below 1 - noise."""
+def e2e_judgement(point: dict, policy: RunPolicy, where: str = "e2e point") -> str | None:
+    """FASTER, SLOWER_BEYOND_NOISE or WITHIN_NOISE for one e2e grid point; None when it was not timed.
+
+    An e2e `ratio` is tokens/s (candidate / baseline, higher is better; gpu_worker/e2e/gate.py), so its
+    interval is inverted into a time ratio and judged by the same rule as the benchmark."""
+    if point.get("ratio_ci95") is None:
+        return None
+    lo, hi = _interval(point["ratio_ci95"], f"{where} ratio_ci95")
+    if lo <= 0:
+        raise ReportError(f"{where} ratio_ci95 must be positive")
+    return judge((1.0 / hi, 1.0 / lo), point.get("aa_ci95"), policy, f"{where} ratio_ci95")
+
+
+def e2e_regressions(points: list[dict], policy: RunPolicy) -> list[dict]:
+    """Grid points slower end to end beyond noise."""
     worse = []
     for i, point in enumerate(points):
         if not isinstance(point, dict):
             raise ReportError(f"e2e point {i} is not an object")
-        verdict = str(point.get("verdict") or "").lower()
-        if verdict in _E2E_WORSE_VERDICTS:
+        if e2e_judgement(point, policy, f"e2e point {i}") == SLOWER_BEYOND_NOISE:
             worse.append(point)
-            continue
-        if point.get("ci95") is not None:
-            _, hi = _interval(point["ci95"], f"e2e point {i} ci95")
-            noise = abs(_number(point.get("noise") or 0.0, f"e2e point {i} noise"))
-            if hi < 1.0 - noise:
-                worse.append(point)
     return worse
 
 
@@ -225,8 +247,8 @@ def decide(report, policy: RunPolicy) -> Outcome:
 def _decide(report, policy: RunPolicy) -> Outcome:
     if not isinstance(report, dict):
         raise ReportError("it is not a JSON object")
-    if report.get("schema") != REPORT_SCHEMA:
-        raise ReportError(f"its schema is {report.get('schema')!r}, not {REPORT_SCHEMA!r}")
+    if report.get("schema") not in _READABLE_SCHEMAS:
+        raise ReportError(f"its schema is {report.get('schema')!r}, not one of {', '.join(_READABLE_SCHEMAS)}")
     verdict = report.get("verdict") if isinstance(report.get("verdict"), dict) else {}
     if not report.get("stages") and verdict.get("status") == _ERROR:
         message = verdict.get("message") or ", ".join(map(str, verdict.get("reasons") or [])) or "no stages ran"
@@ -274,7 +296,7 @@ def _decide(report, policy: RunPolicy) -> Outcome:
     if compare((ratio_lo, ratio_hi), delta) != FASTER:
         return Outcome(REVERT, NOISE, f"Not faster beyond noise: time ratio {ratio:.3f}, the interval's upper bound "
                                       f"{ratio_hi:.3f} is not below {1 - delta:.3f} (delta {delta:.1%}).", numbers)
-    tails = tail_regressions(shapes, delta)
+    tails = tail_regressions(shapes, policy)
     if tails and not policy.allow_tail_regression:
         worst = max(tails, key=lambda s: s["tail_ratio"])
         return Outcome(REVERT, TAIL, f"Faster on average, but its p99 is worse than the incumbent's beyond noise at "
@@ -302,7 +324,7 @@ def _decide(report, policy: RunPolicy) -> Outcome:
         if any(isinstance(p, dict) and p.get("kernel_ran") is False for p in points):
             return Outcome(REVERT, "guard:e2e:kernel_not_seen", "End to end, the candidate's kernel was not seen "
                                                                 "running.", numbers)
-        worse = e2e_regressions(points)
+        worse = e2e_regressions(points, policy)
         if worse or e2e["status"] == _FAIL:
             where = ", ".join(f"batch {p.get('batch')} context {p.get('context')}" for p in worse)
             return Outcome(REVERT, E2E_REGRESSION, "Faster in isolation but slower end to end"

@@ -5,8 +5,8 @@ default kernel.
 Input is per-shape benchmark results and per-grid-point e2e results with their intervals, as in a
 report (`ark.report/1`). A value of the axis is:
   win  - every benchmark shape there is faster beyond noise by the policy's one rule
-         (`loop.policy.compare`, docs/keep-rule.md), or the e2e grid measured a win there, and
-         nothing there loses;
+         (`loop.policy.judge`, docs/keep-rule.md), or an e2e point there is faster beyond noise by
+         the same rule, and nothing there loses;
   lose - some shape there is slower (ratio >= 1), or an e2e point there is worse than noise, or
          (a value the e2e grid did not measure) the e2e grid lost at its largest context below it
          with nothing measured above, or at both neighbouring contexts;
@@ -21,7 +21,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from loop.policy import FASTER, RunPolicy, _interval, _number, compare, e2e_regressions, finite
+from loop.policy import (FASTER, SLOWER_BEYOND_NOISE, RunPolicy, _interval, _number, compare, e2e_judgement, finite,
+                         noise_floor)
 
 WIN, LOSE, TIE = "win", "lose", "tie"
 DEFAULT = "default"
@@ -88,29 +89,28 @@ def analyze(report: dict, *, axis: str, policy: RunPolicy | None = None, baselin
             raise ValueError(f"{where} has no {axis!r} in its shape")
         value = int(dims[axis])
         ratio, ci = _baseline_ratio(shape, baseline, where)
-        noise = abs(_number(shape.get("noise_aa") or 0.0, f"{where} noise_aa"))
-        delta = max(policy.threshold, policy.noise_multiplier * noise)
+        # the interval may be rescaled to the default kernel above, so the rule is applied to it directly
+        delta = noise_floor(shape.get("aa_ci95"), policy, f"{where} aa_ci95")
         status = WIN if compare(ci, delta) == FASTER else (LOSE if ratio >= 1.0 else TIE)
         by_value.setdefault(value, []).append((status, ratio, ci, "benchmark"))
 
     e2e_key = E2E_AXIS_OF.get(axis, axis)
     points = [p for p in (stages.get("e2e") or {}).get("points") or [] if isinstance(p, dict) and p.get(e2e_key) is not None]
-    losses = {id(p) for p in e2e_regressions(points)}
     e2e_status: dict[int, str] = {}
-    for point in points:
+    for i, point in enumerate(points):
         value = int(point[e2e_key])
-        tokens = finite(point.get("ratio"))
-        ci = point.get("ci95") if isinstance(point.get("ci95"), (list, tuple)) and len(point["ci95"]) == 2 else None
-        # e2e ratios are tokens/s (higher is better): as time ratios they are inverted
-        ratio = 1.0 / tokens if tokens else None
-        ci_time = (1.0 / ci[1], 1.0 / ci[0]) if ci and all(finite(c) and c > 0 for c in ci) else None
-        noise = abs(finite(point.get("noise")) or 0.0)
-        if id(point) in losses:
+        judgement = e2e_judgement(point, policy, f"e2e point {i}")
+        if judgement == SLOWER_BEYOND_NOISE:
             status = LOSE
-        elif str(point.get("verdict") or "").lower() == "win" or (ci and finite(ci[0]) and ci[0] > 1.0 + noise):
+        elif judgement == FASTER:
             status = WIN
         else:
-            continue  # a tie end to end neither confirms nor vetoes the kernel's own result
+            continue  # untimed, or a tie end to end: neither confirms nor vetoes the kernel's own result
+        # e2e ratios are tokens/s (higher is better): as time ratios they are inverted
+        tokens = finite(point.get("ratio"))
+        ratio = 1.0 / tokens if tokens else None
+        lo, hi = _interval(point["ratio_ci95"], f"e2e point {i} ratio_ci95")
+        ci_time = (1.0 / hi, 1.0 / lo)
         by_value.setdefault(value, []).append((status, ratio, ci_time, "e2e"))
         e2e_status[value] = LOSE if LOSE in (status, e2e_status.get(value)) else status
     if e2e_status:

@@ -184,9 +184,7 @@ def _status(result: dict, cfg: HarnessConfig) -> str:
         return "fail"
     if not cfg.graphs:
         return "unavailable"  # plumbing checked, no timings on this host
-    if any(p.get("verdict") == "loss" for p in points):
-        return "fail"
-    return "pass"
+    return "pass"  # timed: whether a point is slower beyond noise is the loop's decision (loop.policy)
 
 
 def _snapshot(out, model: DecodeModel) -> dict:
@@ -212,12 +210,11 @@ def _run_point_eager(cfg, preset, batch, context, dispatchers, findings) -> dict
         "incumbent_tok_s": None,
         "candidate_tok_s": None,
         "ratio": None,
-        "ci95": None,
-        "noise": None,
+        "ratio_ci95": None,
+        "aa_ci95": None,
         "parity": parity,
         "kernel_ran": ran,
         "kernel_evidence": "dispatch call count (cpu-eager)",
-        "verdict": None,
         "timings": "unavailable: cpu-eager runs the tiny preset to check plumbing only",
     }
 
@@ -280,15 +277,6 @@ def bootstrap_ratio(base_ms, cand_ms, resamples: int, seed: int = 0):
         float(np.percentile(ratios, 2.5)),
         float(np.percentile(ratios, 97.5)),
     ]
-
-
-def verdict(ci95, noise: float) -> str:
-    lo, hi = ci95
-    if lo > 1 + noise:
-        return "win"
-    if hi < 1 - noise:
-        return "loss"
-    return "tie"
 
 
 def profiled_kernel_names(graph) -> set[str]:
@@ -356,7 +344,6 @@ def _run_point_graphs(cfg, preset, batch, context, dispatchers, findings) -> dic
     aa_ratio, aa_ci = bootstrap_ratio(
         times["default"]["ms"], times["default_aa"]["ms"], cfg.bootstrap, cfg.seed
     )
-    noise = max(cfg.min_noise, 2 * max(abs(1 - aa_ci[0]), abs(aa_ci[1] - 1)))
     ratio, ci = bootstrap_ratio(times[base]["ms"], times["candidate"]["ms"], cfg.bootstrap, cfg.seed + 1)
 
     def tok_s(name, key="ms"):
@@ -380,15 +367,13 @@ def _run_point_graphs(cfg, preset, batch, context, dispatchers, findings) -> dic
             "incumbent_tok_s": tok_s("incumbent"),
             "candidate_tok_s": tok_s("candidate"),
             "ratio": ratio,
-            "ci95": ci,
+            "ratio_ci95": ci,
             "baseline": base,
-            "noise": noise,
             "aa_ratio": aa_ratio,
             "aa_ci95": aa_ci,
             "parity": parity,
             "kernel_ran": bool(evidence),
             "kernel_evidence": evidence,
-            "verdict": verdict(ci, noise),
             "step_ms": {name: float(np.median(t["ms"])) for name, t in times.items()},
             "wall_tok_s": {name: tok_s(name, "wall_ms") for name in times},
             "wall_over_events": wall_vs_events,

@@ -20,7 +20,6 @@ class HarnessConfig:
     round_ms: float = 25.0  # graph replays per round are sized to about this much GPU time
     seed: int = 20261202
     hidden_rtol: float = 2e-2  # max |h_cand - h_default| / max |h_default|, bf16 model of a few layers
-    min_noise: float = 0.02  # verdicts need the CI to clear max(2%, twice the A/A spread)
     bootstrap: int = 2000
 
     @property

@@ -22,17 +22,18 @@ def shape_result(rows, n_ctx, ratio, *, ci=0.01, noise=0.005, incumbent_us=100.0
         "incumbent": {"median_us": incumbent_us, "host_us": incumbent_us + 5, "stale_replays": 0},
         "incumbent_aa": {"median_us": incumbent_us, "host_us": incumbent_us + 5, "stale_replays": 0},
         "default": {"median_us": default_us, "host_us": default_us + 5, "stale_replays": 0},
-        "default_median_us": default_us, "ratio": ratio, "ratio_ci95": [ratio - ci, ratio + ci], "noise_aa": noise,
-        "aa_ratio": 1.0, "delta": max(0.02, 2 * noise), "faster": ratio + ci < 1 - max(0.02, 2 * noise),
+        "default_median_us": default_us, "ratio": ratio, "ratio_ci95": [ratio - ci, ratio + ci],
+        "aa_ratio": 1.0, "aa_ci95": [1.0 - noise, 1.0 + noise],
         "floor_fraction": floor,
     }
 
 
-def e2e_point(batch, context, ratio=1.0, *, ci=0.01, noise=0.01, verdict="tie"):
-    """One e2e grid point as gpu_worker/e2e/gate.py writes it (ratio = candidate / baseline tokens/s)."""
+def e2e_point(batch, context, ratio=1.0, *, ci=0.01, noise=0.01):
+    """One e2e grid point as gpu_worker/e2e/gate.py writes it (ratio = candidate / baseline tokens/s);
+    `noise` is how far its A/A interval reaches from 1."""
     return {"batch": batch, "context": context, "default_tok_s": 1000.0, "incumbent_tok_s": None,
-            "candidate_tok_s": 1000.0 * ratio, "ratio": ratio, "ci95": [ratio - ci, ratio + ci], "noise": noise,
-            "parity": {"ok": True}, "kernel_ran": True, "verdict": verdict}
+            "candidate_tok_s": 1000.0 * ratio, "ratio": ratio, "ratio_ci95": [ratio - ci, ratio + ci],
+            "aa_ratio": 1.0, "aa_ci95": [1.0 - noise, 1.0 + noise], "parity": {"ok": True}, "kernel_ran": True}
 
 
 def report(*, candidate_id=1, attempt=1, target="dsa_topk", shapes=None, points=None, guard=None, verify_status="pass",

@@ -8,7 +8,7 @@ Synthetic, not measured: the H200 pair has not run (docs/allreduce.md).
 
 import pytest
 
-from gpu_worker.dispatch.config import ServingConfigError, parse_serving_config
+from gpu_worker.serving_config import ServingConfigError, parse_serving_config
 from gpu_worker.distributed.serving import clamp_routes, serving_config
 from gpu_worker.targets.allreduce import ALLREDUCE
 from loop.ranges import analyze
@@ -37,7 +37,7 @@ def shape_entry(shape, *, rel_ci=0.02, noise=0.005):
             "incumbent": {"median_us": inc, "ci95_us": [inc * 0.99, inc * 1.01]},
             "incumbent_aa": {"median_us": inc, "ci95_us": [inc * 0.99, inc * 1.01]},
             "default_median_us": inc, "ratio": ratio, "ratio_ci95": [ratio * (1 - rel_ci), ratio * (1 + rel_ci)],
-            "noise_aa": noise, "delta": max(0.02, 2 * noise), "faster": ratio * (1 + rel_ci) < 1 - max(0.02, 2 * noise),
+            "aa_ratio": 1.0, "aa_ci95": [1.0 - noise, 1.0 + noise],
             "floor_fraction": ALLREDUCE.bytes_min(shape) / LINK_BYTES_PER_US / cand}
 
 
@@ -93,7 +93,7 @@ def test_the_serving_config_is_refused_only_for_its_axis_until_dispatch_knows_by
                             source="def forward(x, comm):\n    return x\n")
     try:
         parsed = parse_serving_config(config, target="allreduce")
-    except ServingConfigError as e:  # gpu_worker/dispatch/config.py: AXES = ("n_ctx",) (docs/allreduce.md)
+    except ServingConfigError as e:  # gpu_worker/serving_config.py: AXES = ("n_ctx",) (docs/allreduce.md)
         assert e.problems and all("'axis'" in p and "'bytes'" in p for p in e.problems), e.problems
     else:
         assert parsed.axis == "bytes" and [r.kernel is None for r in parsed.routes] == [True, False, True]

@@ -69,18 +69,31 @@ def test_the_runs_threshold_raises_the_bar():
 
 
 def test_it_reverts_a_kernel_win_that_is_slower_end_to_end():
-    points = [e2e_point(1, 4096), e2e_point(1, 131072, 0.92, verdict="loss")]
+    points = [e2e_point(1, 4096), e2e_point(1, 131072, 0.92)]
     outcome = decide(report(points=points), POLICY)
     assert outcome.reason_code == "e2e_regression"
     assert "context 131072" in outcome.reason_text
 
 
-def test_an_e2e_interval_wholly_below_noise_is_a_regression_even_without_a_verdict():
-    # tokens/s ratio 0.95 +- 0.01 with 2% noise: the candidate's model is slower
-    point = e2e_point(8, 32768, 0.95, ci=0.01, noise=0.02, verdict=None)
-    assert decide(report(points=[point]), POLICY).reason_code == "e2e_regression"
-    within = e2e_point(8, 32768, 0.99, ci=0.01, noise=0.02, verdict=None)
+def test_an_e2e_point_is_judged_by_the_same_rule_with_its_own_aa_interval_and_the_runs_policy():
+    # tokens/s ratio 0.95 +- 0.01: as a time ratio about [1.042, 1.064]
+    slower = e2e_point(8, 32768, 0.95, ci=0.01, noise=0.01)  # delta = max(2%, 2 x 1%) = 2%: beyond noise
+    assert decide(report(points=[slower]), POLICY).reason_code == "e2e_regression"
+    noisy = e2e_point(8, 32768, 0.95, ci=0.01, noise=0.03)  # delta = 2 x 3% = 6%: within noise
+    assert decide(report(points=[noisy]), POLICY).verdict == "keep"
+    assert decide(report(points=[slower]), RunPolicy(threshold=0.08)).verdict == "keep"  # the run's own bar
+    within = e2e_point(8, 32768, 0.99, ci=0.01, noise=0.02)
     assert decide(report(points=[within]), POLICY).verdict == "keep"
+
+
+def test_an_untimed_e2e_point_has_no_judgement_and_a_missing_aa_interval_is_an_error():
+    from loop.policy import e2e_judgement
+    assert e2e_judgement(dict(e2e_point(1, 48), ratio=None, ratio_ci95=None), POLICY) is None
+    blind = dict(e2e_point(1, 4096, 0.8), aa_ci95=None)
+    assert decide(report(points=[blind]), POLICY).verdict == "error"
+    unmeasured_noise = report()
+    unmeasured_noise["stages"]["benchmark"]["shapes"][0]["aa_ci95"] = None
+    assert decide(unmeasured_noise, POLICY).verdict == "error"
 
 
 def test_e2e_parity_failure_is_incorrect_and_a_missing_kernel_is_a_finding():
@@ -183,6 +196,15 @@ def test_one_rule_judges_an_interval_faster_slower_or_within_noise():
     assert compare((0.80, 0.98), 0.02) == WITHIN_NOISE           # the upper bound touches 1 - delta
     assert compare((1.03, 1.20), 0.02) == SLOWER_BEYOND_NOISE
     assert compare((0.99, 1.02), 0.02) == WITHIN_NOISE
+
+
+def test_the_noise_floor_is_the_threshold_or_the_multiplied_aa_reach_whichever_is_larger():
+    from loop.policy import FASTER, WITHIN_NOISE, judge, noise_floor
+    assert noise_floor([0.995, 1.004], RunPolicy()) == 0.02
+    assert abs(noise_floor([0.97, 1.01], RunPolicy()) - 0.06) < 1e-12  # the reach below 1 counts too
+    assert abs(noise_floor([0.99, 1.04], RunPolicy(noise_multiplier=3.0)) - 0.12) < 1e-12
+    assert judge([0.85, 0.93], [0.99, 1.01], RunPolicy()) == FASTER
+    assert judge([0.85, 0.93], [0.96, 1.04], RunPolicy()) == WITHIN_NOISE  # delta 8%: 0.93 is not below 0.92
 
 
 def _with_tail(tail_ci):

@@ -2,6 +2,7 @@
 
 import pytest
 
+from loop.policy import RunPolicy
 from loop.ranges import analyze
 from tests.loop.reports import crossover_report, e2e_point, report, shape_result
 
@@ -41,7 +42,7 @@ def test_a_tie_within_noise_is_not_a_win_and_its_value_stays_with_the_default():
 
 def test_an_e2e_regression_at_a_context_removes_it_from_the_candidates_range():
     shapes = [shape_result(4, 4096, 0.7), shape_result(4, 32768, 0.7), shape_result(4, 131072, 0.7)]
-    points = [e2e_point(1, 131072, 0.90, verdict="loss")]
+    points = [e2e_point(1, 131072, 0.90)]
     analysis = analyze(report(shapes=shapes, points=points), axis="n_ctx")
     assert [p.status for p in analysis.points] == ["win", "win", "lose"]
     assert analysis.routes[0]["kernel"] == "candidate" and analysis.routes[0]["hi"] <= 131072
@@ -72,7 +73,7 @@ def test_shapes_without_the_axis_are_refused():
 
 def test_an_e2e_win_counts_where_no_benchmark_shape_was_measured():
     shapes = [shape_result(4, 32768, 0.7), shape_result(4, 131072, 1.2)]
-    points = [e2e_point(1, 8192, 1.08, verdict="win"), e2e_point(1, 8192, 1.0, verdict="tie")]
+    points = [e2e_point(1, 8192, 1.08), e2e_point(1, 8192, 1.0)]
     analysis = analyze(report(shapes=shapes, points=points), axis="n_ctx")
     assert [(p.value, p.status, p.sources) for p in analysis.points] == [
         (8192, "win", ("e2e",)), (32768, "win", ("benchmark",)), (131072, "lose", ("benchmark",))]
@@ -80,7 +81,16 @@ def test_an_e2e_win_counts_where_no_benchmark_shape_was_measured():
 
 def test_a_kernel_only_win_above_an_e2e_loss_is_not_trusted_but_one_below_is():
     shapes = [shape_result(4, 4096, 0.7), shape_result(4, 65536, 0.7), shape_result(4, 262144, 0.7)]
-    points = [e2e_point(32, 65536, 0.9, verdict="loss")]
+    points = [e2e_point(32, 65536, 0.9)]
     analysis = analyze(report(shapes=shapes, points=points), axis="n_ctx")
     assert [(p.value, p.status) for p in analysis.points] == [(4096, "win"), (65536, "lose"), (262144, "lose")]
     assert analysis.routes[0]["kernel"] == "candidate" and analysis.routes[-1]["kernel"] == "default"
+
+
+def test_the_range_analysis_judges_e2e_points_with_the_runs_own_policy():
+    shapes = [shape_result(4, 4096, 0.7), shape_result(4, 131072, 0.7)]
+    points = [e2e_point(1, 131072, 0.95)]  # about 5% slower end to end
+    strict = analyze(report(shapes=shapes, points=points), axis="n_ctx")
+    lenient = analyze(report(shapes=shapes, points=points), axis="n_ctx", policy=RunPolicy(threshold=0.1))
+    assert [p.status for p in strict.points] == ["win", "lose"]
+    assert [p.status for p in lenient.points] == ["win", "win"]  # within the run's 10% bar: no veto
