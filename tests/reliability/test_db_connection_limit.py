@@ -10,6 +10,7 @@ import sys
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 
+import psycopg
 import pytest
 
 from tests.conftest import wait_until
@@ -21,11 +22,11 @@ REQUESTS = 50
 
 
 def _admin():
-    psycopg = pytest.importorskip("psycopg")
+    # PostgreSQL is a required service of the suite (scripts/test starts it): its absence is a failure.
     try:
         return psycopg.connect(**PG, autocommit=True, connect_timeout=3)
     except psycopg.OperationalError as exc:
-        pytest.skip(f"no PostgreSQL at 127.0.0.1:5432: {exc}")
+        pytest.fail(f"no PostgreSQL at 127.0.0.1:5432 (scripts/test starts it): {exc}")
 
 
 @pytest.fixture
