@@ -33,8 +33,9 @@ AXIS_CLASSES = {
 #   relu        keys point away from every query for most positions: most scores exactly 0
 #   ties        16 distinct keys along the context: every row's scores take 16 values
 #   heavy_tail  key norms spread log-normally: a few scores dwarf the rest
-#   near_bf16   every key is one common key plus a small perturbation: the scores of a row agree to
-#               ~2 bf16 ulps, so logits kept in bf16 (or accumulated in reduced precision) pick the wrong set
+#   near_bf16   every key is one common key plus a small perturbation: a row's scores fall on a few dozen
+#               bf16 values (a hundred or more scores per value near the k-th), so logits kept in bf16
+#               (or accumulated in reduced precision) pick the wrong set
 FAMILIES = ("normal", "relu", "ties", "heavy_tail", "near_bf16")
 RANDOM_POSITIONS = 1 << 16  # rows x n_ctx (and n_ctx) of the drawn shape: seconds in Triton's interpreter
 
