@@ -33,7 +33,7 @@ force_multicast_off(os.environ)  # before torch creates anything; the ranks forc
 
 import torch
 
-from gpu_worker.dispatch.config import ServingConfigError, parse_serving_config
+from gpu_worker.serving_config import ServingConfigError, parse_serving_config
 from gpu_worker.distributed import evaluate_distributed
 from gpu_worker.distributed.serving import clamp_routes, serving_config
 from gpu_worker.targets.allreduce import ALLREDUCE
@@ -130,7 +130,7 @@ def main() -> int:
         try:
             parse_serving_config(config, target="allreduce")
             result["serving_config_ok"] = True
-        except ServingConfigError as e:  # until gpu_worker/dispatch/config.py accepts the "bytes" axis
+        except ServingConfigError as e:  # until gpu_worker/serving_config.py accepts the "bytes" axis
             result["serving_config_problems"] = e.problems
     (out / "allreduce.json").write_text(json.dumps(result, indent=1, default=str))
     (out / "allreduce.md").write_text(markdown(result))

@@ -7,6 +7,8 @@ from django.conf import settings
 from django.db.models import Count, Max, Prefetch, Q
 from django.utils import timezone
 
+from gpu_worker.serving_config import AXES
+
 from loop.models import (
     Candidate,
     Decision,
@@ -315,8 +317,6 @@ def is_cpu_mode(hardware: str) -> bool:
 
 def serving_axis(target: Target) -> str | None:
     """The workload axis routes are cut along: n_ctx where the target has it (as serving configs do)."""
-    from gpu_worker.dispatch.config import AXES
-
     axes = list(target.axes or {}) if isinstance(target.axes, dict) else []
     return next((a for a in axes if a in AXES), axes[0] if axes else None)
 

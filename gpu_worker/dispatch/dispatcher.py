@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpu_worker.dispatch.config import ServingConfig, ServingConfigError, parse_serving_config
+from gpu_worker.serving_config import ServingConfig, ServingConfigError, parse_serving_config
 from gpu_worker.dispatch.default import default_topk
 from gpu_worker.dispatch.loader import CandidateLoadError, load_candidate_module, triton_kernel_names
 

@@ -8,6 +8,9 @@ from typing import Any, Callable
 
 import torch
 
+# the forbidden-call sets live with the targets' metadata (read by the web side without torch)
+from ..target_catalog import DENSE_FORBIDDEN, NORM_FORBIDDEN, TOPK_FORBIDDEN  # noqa: F401
+
 CANDIDATES_DIR = Path(__file__).resolve().parent.parent / "candidates"
 
 Shape = dict[str, Any]
@@ -75,9 +78,3 @@ def as_outputs(output) -> list:
     return list(output) if isinstance(output, (tuple, list)) else [output]
 
 
-TOPK_FORBIDDEN = frozenset({"topk", "sort", "argsort", "kthvalue", "msort", "sort_stable", "median",
-                            "nanmedian", "quantile", "nanquantile", "mode"})
-DENSE_FORBIDDEN = frozenset({"matmul", "mm", "bmm", "einsum", "addmm", "baddbmm", "tensordot", "linear",
-                             "mv", "dot", "inner", "outer", "addbmm", "addmv", "chain_matmul", "multi_dot"})
-NORM_FORBIDDEN = frozenset({"rms_norm", "layer_norm", "group_norm", "batch_norm", "instance_norm", "norm",
-                            "vector_norm", "normalize", "rsqrt", "rsqrt_"})

@@ -1,8 +1,8 @@
 """Serving configs: promote a kept candidate for axis ranges, roll back to an older version.
 
 Every promote or rollback makes a new immutable ServingConfig version whose `document` is the
-exported JSON (`"schema": "ark.serving/1"`, validated by gpu_worker.dispatch's own parser
-before it is saved) and is written to SERVING_EXPORT_DIR/<target>/<hardware>/ after commit.
+exported JSON (`"schema": "ark.serving/1"`, validated before it is saved by gpu_worker.serving_config, the
+parser the GPU side loads it with) and is written to SERVING_EXPORT_DIR/<target>/<hardware>/ after commit.
 Promotion always needs a person with `loop.promote` who is not the candidate's author, nor the
 run's creator when a person proposed the candidate (two people for every human change).
 """
@@ -20,6 +20,7 @@ from django.conf import settings
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 
+from gpu_worker.serving_config import ServingConfigError, parse_serving_config
 from loop.audit import event_write
 from loop.models import Candidate, Run, ServingConfig, Target
 from loop.roles import PROMOTE, check_permission
@@ -103,8 +104,6 @@ def _document(*, target: Target, hardware: str, version: int, axis: str, routes:
 
 
 def _validate(document: dict) -> None:
-    from gpu_worker.dispatch.config import ServingConfigError, parse_serving_config
-
     try:
         parse_serving_config(document, target=document["target"])
     except ServingConfigError as exc:

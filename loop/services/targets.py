@@ -1,26 +1,20 @@
-"""Mirror gpu_worker's target registry into Target rows (name, range, DSLs, version)."""
+"""Mirror gpu_worker's target catalog into Target rows (name, range, DSLs, version)."""
 
 from django.db import transaction
 
+from gpu_worker.target_catalog import CATALOG
 from loop.audit import event_write
 from loop.models import Target
 
 
-def _registry() -> dict:
-    from gpu_worker.targets import TARGETS
-
-    return TARGETS
-
-
 def target_sync(*, actor="system") -> list[Target]:
-    """Create or update one Target row per registered target; an Event for each one that changed."""
+    """Create or update one Target row per catalogued target; an Event for each one that changed."""
     synced = []
-    for name, spec in sorted(_registry().items()):
-        info = spec.describe()
+    for name, info in sorted(CATALOG.items()):
         fields = {
-            "version": str(info["version"]), "description": info.get("description", ""),
-            "axes": {axis: list(bounds) for axis, bounds in info["axes"].items()}, "dsls": list(info["dsls"]),
-            "e2e_slot": info.get("e2e_slot") or "",
+            "version": str(info.version), "description": info.description,
+            "axes": {axis: list(bounds) for axis, bounds in info.axes.items()}, "dsls": list(info.dsls),
+            "e2e_slot": info.e2e_slot or "",
         }
         with transaction.atomic():
             target = Target.objects.select_for_update().filter(name=name).first()
@@ -36,15 +30,15 @@ def target_sync(*, actor="system") -> list[Target]:
 
 
 def target_contract(target: Target) -> dict:
-    """What a candidate for this target must do (for prompts): the registry's description when known."""
-    spec = _registry().get(target.name)
-    if spec is None:
+    """What a candidate for this target must do (for prompts): the catalog's description when known."""
+    info = CATALOG.get(target.name)
+    if info is None:
         return {"name": target.name, "description": target.description, "axes": target.axes, "dsls": target.dsls}
-    return spec.describe()
+    return info.describe()
 
 
 def target_seed_source(target: Target) -> str | None:
     """The text of the target's first seed candidate, or None."""
-    spec = _registry().get(target.name)
-    paths = spec.seed_paths() if spec is not None else []
+    info = CATALOG.get(target.name)
+    paths = info.seed_paths() if info is not None else []
     return paths[0].read_text(encoding="utf-8") if paths and paths[0].is_file() else None

@@ -87,7 +87,7 @@ def test_import_reports_loads_the_committed_folder_as_labelled_finished_runs(imp
 def test_a_real_crossover_candidate_is_promoted_for_its_range_and_dispatch_serves_it(
         imported, dana, django_capture_on_commit_callbacks):
     from gpu_worker.dispatch import Dispatcher
-    from gpu_worker.dispatch.config import parse_serving_config
+    from gpu_worker.serving_config import parse_serving_config
     from loop.services.deployments import deployment_promote, export_path
 
     indexer_seed = imported["dsa_indexer_topk"].candidates.get(proposal__file="dsa_indexer_topk__seed.json")

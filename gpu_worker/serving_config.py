@@ -1,4 +1,5 @@
-"""Serving config (`"schema": "ark.serving/1"`): parse and validate, all or nothing.
+"""Serving config (`"schema": "ark.serving/1"`): parse and validate, all or nothing. Standard library only:
+the console validates a config with the same parser the GPU side loads it with, without torch.
 
     {"schema": "ark.serving/1", "target": "dsa_topk", "hardware": "h200", "version": 3,
      "axis": "n_ctx", "fallback": "default",

@@ -1,0 +1,88 @@
+"""What each target is, without its code: name, version, axes, DSLs, e2e slot, value families, operating
+range. Standard library only, so the web side (target rows, prompts, range pages) reads it without torch;
+gpu_worker/targets/ holds the code (inputs, reference, check). tests/foundation/test_target_catalog.py
+fails when an entry here and its Target's describe() disagree (docs/contract.md)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+CANDIDATES_DIR = Path(__file__).resolve().parent / "candidates"
+
+# torch functions and tensor methods a candidate may not call, by what they would let it skip
+TOPK_FORBIDDEN = frozenset({"topk", "sort", "argsort", "kthvalue", "msort", "sort_stable", "median",
+                            "nanmedian", "quantile", "nanquantile", "mode"})
+DENSE_FORBIDDEN = frozenset({"matmul", "mm", "bmm", "einsum", "addmm", "baddbmm", "tensordot", "linear",
+                             "mv", "dot", "inner", "outer", "addbmm", "addmv", "chain_matmul", "multi_dot"})
+NORM_FORBIDDEN = frozenset({"rms_norm", "layer_norm", "group_norm", "batch_norm", "instance_norm", "norm",
+                            "vector_norm", "normalize", "rsqrt", "rsqrt_"})
+
+TOPK_FAMILIES = ("normal", "relu", "ties", "heavy_tail", "near_bf16")
+TOPK_ROWS_CLASSES = ((1, 1), (2, 8), (9, 64), (65, 128))
+
+
+@dataclass(frozen=True)
+class TargetInfo:
+    name: str
+    version: int
+    description: str
+    axes: dict[str, tuple[int, int]]              # operating range, inclusive
+    dsls: tuple[str, ...]
+    arg_names: tuple[str, ...]
+    forbidden_torch: frozenset[str]
+    seed_candidates: tuple[str, ...] = ()         # file names under gpu_worker/candidates/<name>/
+    e2e_slot: str | None = None
+    tolerance: dict[str, float] = field(default_factory=dict)
+    value_families: tuple[str, ...] = ("normal",)
+    # per axis, inclusive bins that tile the operating range (every bin is verified on every run)
+    axis_classes: dict[str, tuple[tuple[int, int], ...]] = field(default_factory=dict)
+
+    def seed_paths(self) -> list[Path]:
+        return [CANDIDATES_DIR / self.name / f for f in self.seed_candidates]
+
+    def describe(self) -> dict:
+        return {
+            "name": self.name, "version": self.version, "description": self.description,
+            "axes": {k: list(v) for k, v in self.axes.items()}, "dsls": list(self.dsls),
+            "args": list(self.arg_names), "seed_candidates": [str(p) for p in self.seed_paths()],
+            "e2e_slot": self.e2e_slot, "tolerance": dict(self.tolerance),
+            "forbidden_torch": sorted(self.forbidden_torch), "value_families": list(self.value_families),
+            "axis_classes": {k: [list(b) for b in v] for k, v in self.axis_classes.items()},
+        }
+
+
+DSA_TOPK = TargetInfo(
+    name="dsa_topk", version=1,
+    description="DSA decode top-k: int32 indices of the 2048 largest f32 logits over each row's length, -1 padded",
+    axes={"n_ctx": (4096, 262144), "rows": (1, 128)}, dsls=("triton", "cute"),
+    arg_names=("logits", "lengths", "k"), forbidden_torch=TOPK_FORBIDDEN, seed_candidates=("seed.py",),
+    e2e_slot="topk", tolerance={"values": 0.0}, value_families=TOPK_FAMILIES,
+    axis_classes={"n_ctx": ((4096, 8192), (8193, 32768), (32769, 65536), (65537, 131072), (131073, 262144)),
+                  "rows": TOPK_ROWS_CLASSES},
+)
+
+DSA_INDEXER_TOPK = TargetInfo(
+    name="dsa_indexer_topk", version=1,
+    description="DSA lightning indexer: sum_h w*relu(q.k) scores then top-2048 indices per row, -1 padded",
+    axes={"n_ctx": (4096, 262144), "rows": (1, 128)}, dsls=("triton", "cute"),
+    arg_names=("q", "k_index", "weights", "lengths", "k"), forbidden_torch=TOPK_FORBIDDEN | DENSE_FORBIDDEN,
+    seed_candidates=("seed.py",), tolerance={"score_rtol": 0.0001, "sum_bands": 4.0},
+    value_families=TOPK_FAMILIES,
+    axis_classes={"n_ctx": ((4096, 8192), (8193, 32768), (32769, 131072), (131073, 262144)),
+                  "rows": TOPK_ROWS_CLASSES},
+)
+
+ADD_RMSNORM = TargetInfo(
+    name="add_rmsnorm", version=1,
+    description="Fused residual add + RMSNorm: (h, y) = (x + r, rmsnorm(x + r) * w), bf16 in and out",
+    axes={"hidden": (2048, 8192), "tokens": (1, 16384)}, dsls=("triton", "cute"),
+    arg_names=("x", "residual", "weight", "eps"), forbidden_torch=NORM_FORBIDDEN | DENSE_FORBIDDEN,
+    seed_candidates=("seed.py", "seed_cute.py"), tolerance={"h": 0.0, "y_rtol": 0.00390625, "y_atol": 1e-05},
+    value_families=("normal", "large", "small", "outliers"),
+    axis_classes={"tokens": ((1, 1), (2, 64), (65, 1024), (1025, 16384)),
+                  "hidden": ((2048, 4096), (4097, 8192))},
+)
+
+# the single-process targets the loop mirrors into Target rows (multi-process ones: gpu_worker/targets/allreduce.py)
+CATALOG: dict[str, TargetInfo] = {t.name: t for t in (DSA_TOPK, DSA_INDEXER_TOPK, ADD_RMSNORM)}
