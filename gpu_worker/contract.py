@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import MISSING, asdict, dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields
 
 SCHEMA = "ark.report/2"
 SCHEMA_V1 = "ark.report/1"
@@ -41,13 +41,13 @@ class Record:
             return data
         if not isinstance(data, dict):
             raise ContractError(f"{where}: expected an object, got {type(data).__name__}")
-        declared = {f.name: f for f in fields(cls)}
+        declared = {_key(f): f for f in fields(cls)}
         unknown = [key for key in data if key not in declared]
         if unknown:
             raise ContractError(f"{where}: unknown field {unknown[0]!r}"
                                 + (f" (and {len(unknown) - 1} more)" if len(unknown) > 1 else ""))
-        missing = [f.name for f in declared.values()
-                   if f.default is MISSING and f.default_factory is MISSING and f.name not in data]
+        missing = [key for key, f in declared.items()
+                   if f.default is MISSING and f.default_factory is MISSING and key not in data]
         if missing:
             raise ContractError(f"{where}: missing field {missing[0]!r}")
         values = {}
@@ -60,15 +60,24 @@ class Record:
                     value = [record.from_dict(v, f"{where}.{key}[{i}]") for i, v in enumerate(value)]
                 else:
                     value = record.from_dict(value, f"{where}.{key}")
-            values[key] = value
+            values[declared[key].name] = value
         return cls(**values)
 
     def to_dict(self) -> dict:
-        return _clean(asdict(self))
+        return {_key(f): _clean(getattr(self, f.name)) for f in fields(self)}
+
+
+def _key(f) -> str:
+    """The field's name in JSON: its attribute name, unless that is a Python keyword ("pass")."""
+    return f.metadata.get("key", f.name)
+
+
 
 
 def _clean(value):
     """JSON-safe: a non-finite float becomes None (not measured), tuples become lists."""
+    if isinstance(value, Record):
+        return value.to_dict()
     if isinstance(value, float):
         return value if math.isfinite(value) else None
     if isinstance(value, dict):
@@ -124,7 +133,8 @@ class Finding(Record):
 @dataclass
 class VerifyShape(Record):
     shape: dict
-    passed: bool | None = False      # None: compiled but not run (CuTe DSL on a CPU host)
+    # "pass" in JSON; None: compiled but not run (CuTe DSL on a CPU host)
+    passed: bool | None = field(default=False, metadata={"key": "pass"})
     max_error: float | None = None
     message: str = ""
     seconds: float | None = None
@@ -370,10 +380,6 @@ def upgrade_v1(old: dict) -> dict:
     new = {k: v for k, v in old.items()}
     new["schema"] = SCHEMA
     stages = dict(old.get("stages") or {})
-    if "verify" in stages:
-        verify = dict(stages["verify"])
-        verify["shapes"] = [_upgrade_verify_shape(s) for s in verify.get("shapes") or []]
-        stages["verify"] = verify
     if "benchmark" in stages:
         bench = dict(stages["benchmark"])
         bench["shapes"] = [_upgrade_bench_shape(s) for s in bench.get("shapes") or []]
@@ -387,13 +393,6 @@ def upgrade_v1(old: dict) -> dict:
     summary = dict(old.get("summary") or {})
     summary.setdefault("held_out_geomean", None)
     new["summary"] = summary
-    return new
-
-
-def _upgrade_verify_shape(old: dict) -> dict:
-    new = dict(old)
-    if "pass" in new:
-        new["passed"] = new.pop("pass")
     return new
 
 
