@@ -1,19 +1,56 @@
-"""Static checks on a candidate's source, before anything runs (REFERENCE.md §5).
+"""Static checks on a candidate's source, before anything runs (docs/isolation.md).
 
 A finding is {"code": "guard:<kind>", "message", "line"}. Any finding fails the candidate: a
 candidate is one small file that launches its own kernels through the target's DSL, and nothing
 else (no files, network, environment, threads, streams, introspection or patching of modules).
+
+The guard allows rather than forbids where a list can be short: imports come from ALLOWED_MODULES,
+builtins from ALLOWED_BUILTINS (resolved by scope with `symtable`, so a name is a builtin only where
+Python would look it up there), `torch.<name>` from TORCH_ALLOWED. Names bound by an import and the
+builtins are never bound again anywhere (assignment, `del`, `global`, walrus, loop, `except ... as`,
+`import ... as`, parameters), so every later use of such a name means what the guard saw.
 """
 
 from __future__ import annotations
 
 import ast
+import builtins
+import symtable
 
 MAX_SOURCE_BYTES = 64 * 1024
 
 ALLOWED_MODULES = ("torch", "torch.nn", "torch.nn.functional", "triton", "triton.language", "cutlass",
-                   "math", "functools", "typing", "itertools", "operator", "dataclasses", "__future__",
+                   "math", "functools", "typing", "itertools", "dataclasses", "__future__",
                    "cuda.bindings.driver")
+# What a kernel file's Python needs from the builtins: numbers, containers, loops, errors. No reflection
+# (type, getattr, hasattr, vars, dir, id), no code or file access, nothing that reaches a frame.
+ALLOWED_BUILTINS = frozenset({
+    "abs", "all", "any", "bool", "dict", "divmod", "enumerate", "filter", "float", "frozenset", "int",
+    "isinstance", "issubclass", "iter", "len", "list", "map", "max", "min", "next", "pow", "print", "range",
+    "reversed", "round", "set", "slice", "sorted", "str", "sum", "tuple", "zip", "bytes", "complex",
+    "callable", "staticmethod", "classmethod", "property", "object", "super", "repr", "format", "hash",
+    "hasattr",  # a feature probe (best.py: tl.extra.cuda.gdc_wait); it returns a bool, never the object
+    "True", "False", "None", "Ellipsis", "NotImplemented",
+    "Exception", "ValueError", "TypeError", "RuntimeError", "NotImplementedError", "AssertionError",
+    "KeyError", "IndexError", "ZeroDivisionError", "ArithmeticError", "OverflowError", "LookupError",
+})
+BUILTIN_NAMES = frozenset(dir(builtins))
+# torch.<name> a candidate may use: tensor creation, dtypes, shapes and devices; compute is the kernel's.
+TORCH_ALLOWED = frozenset({
+    "empty", "empty_like", "empty_strided", "zeros", "zeros_like", "ones", "ones_like", "full", "full_like",
+    "arange", "tensor", "as_tensor", "Tensor", "Size", "device", "dtype", "finfo", "iinfo", "cuda", "nn",
+    "float32", "float", "float16", "half", "bfloat16", "float64", "double", "float8_e4m3fn", "float8_e5m2",
+    "float8_e4m3fnuz", "float8_e5m2fnuz", "int8", "uint8", "int16", "int32", "int", "int64", "long", "uint16",
+    "uint32", "uint64", "bool", "complex64", "strided", "contiguous_format", "is_tensor", "is_floating_point",
+    "numel", "broadcast_shapes",
+})
+# Attributes of streams, events, graphs and raw handles, refused on any object: the harness times and
+# synchronises; a candidate that reaches a stream by another road is stopped here.
+STREAM_ATTRIBUTES = frozenset({
+    "cuda_stream", "stream_id", "synchronize", "wait_stream", "wait_event", "record_event", "record_stream",
+    "query", "elapsed_time", "replay", "capture_begin", "capture_end", "set_stream", "_as_parameter_",
+    "ipc_handle", "_cdata", "cudaStream_t",
+})
 # torch.<sub> modules that carry their own finding when imported or used
 TORCH_SUBMODULE_CODES = {
     "torch.utils.cpp_extension": "guard:native_code", "torch.library": "guard:native_code",
@@ -174,6 +211,9 @@ class _Visitor(ast.NodeVisitor):
                 self.add("guard:torch_fallback", f"{full} is the torch op this target replaces", node)
             elif len(parts) == 2 and parts[1].startswith("set_"):
                 self.add("guard:torch_flags", f"{full} changes global torch state", node)
+            elif len(parts) > 1 and parts[1] not in TORCH_ALLOWED:
+                self.add("guard:torch_fallback", f"{full}: torch.{parts[1]} is not on the list of what a "
+                         "candidate may use (tensor creation, dtypes, shapes)", node)
         elif parts[0] in ("os", "posix") and len(parts) > 1:
             code = OS_CODES.get(parts[1]) or ("guard:subprocess" if parts[1].startswith(("exec", "spawn"))
                                               else "guard:file")
@@ -193,14 +233,17 @@ class _Visitor(ast.NodeVisitor):
             self.add("guard:introspection", f".{node.attr}: access by a name in a string", node)
         if node.attr in LAZY_NAMES:
             self.add("guard:lazy_output", f".{node.attr}: outputs must be plain tensors", node)
+        if node.attr in STREAM_ATTRIBUTES:
+            self.add("guard:stream", f".{node.attr}: streams, events, graphs and handles belong to the harness",
+                     node)
         full = self._dotted(node)
         if full is not None and not isinstance(getattr(node, "_parent", None), ast.Attribute):
             self._check_dotted(full, node)
             if isinstance(node.ctx, (ast.Store, ast.Del)):
                 self.add("guard:harness", f"assignment to {full}: candidates may not patch modules", node)
-        elif full is None and isinstance(node.ctx, ast.Load) and node.attr in self.forbidden \
-                and isinstance(getattr(node, "_parent", None), ast.Call):
-            self.add("guard:torch_fallback", f".{node.attr}(): the torch op this target replaces", node)
+        elif full is None and isinstance(node.ctx, ast.Load) and node.attr in self.forbidden:
+            # called or taken as a value (f = x.topk): the same op either way
+            self.add("guard:torch_fallback", f".{node.attr}: the torch op this target replaces", node)
         self.generic_visit(node)
 
     def visit_Name(self, node):
@@ -216,7 +259,14 @@ class _Visitor(ast.NodeVisitor):
             pass
         self.generic_visit(node)
 
-    def visit_Global(self, node):
+    def visit_Assign(self, node):
+        # `c = torch.cuda` makes c.synchronize() mean torch.cuda.synchronize(): follow the alias
+        value = node.value
+        full = self._dotted(value) if isinstance(value, (ast.Attribute, ast.Name)) else None
+        if full is not None:
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    self.aliases[target.id] = full
         self.generic_visit(node)
 
     def visit_Call(self, node):
@@ -255,6 +305,74 @@ class _Visitor(ast.NodeVisitor):
         self.generic_visit(node)
 
 
+def _bindings(tree):
+    """(name, node, how) for every place a name is bound or deleted, in any scope."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            yield node.id, node, "deleted" if isinstance(node.ctx, ast.Del) else "assigned"
+        elif isinstance(node, ast.arg):
+            yield node.arg, node, "a parameter"
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            yield node.name, node, "defined"
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            yield node.name, node, "bound by except ... as"
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            for name in node.names:
+                yield name, node, "declared global"
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            for a in node.names:
+                yield (a.asname or a.name.split(".")[0]), node, "imported"
+        elif isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
+            yield node.name, node, "bound by a match pattern"
+        elif isinstance(node, ast.MatchMapping) and node.rest:
+            yield node.rest, node, "bound by a match pattern"
+
+
+def _rebinding_findings(tree) -> list[dict]:
+    """A builtin is never bound, and a name an import bound is bound nowhere else: otherwise a name
+    the guard checked (open, torch, tl) can mean something else where it is used."""
+    findings = []
+    imported = {}
+    for name, node, how in _bindings(tree):
+        if how == "imported":
+            imported.setdefault(name, []).append(node)
+    for name, node, how in _bindings(tree):
+        if name in BUILTIN_NAMES:
+            findings.append(_finding("guard:rebind", f"builtin '{name}' {how}", node))
+        elif name in imported and (how != "imported" or len(imported[name]) > 1):
+            findings.append(_finding("guard:rebind", f"'{name}' names an imported module or object and is "
+                                     f"{how} again", node))
+    return findings
+
+
+def _builtin_findings(source: str, tree) -> list[dict]:
+    """Every name Python resolves to the builtins, in every scope (symtable), must be in ALLOWED_BUILTINS."""
+    try:
+        top = symtable.symtable(source, "<candidate>", "exec")
+    except SyntaxError:
+        return []
+    module_names = {s.get_name() for s in top.get_symbols() if s.is_assigned() or s.is_imported()
+                    or s.is_namespace() or s.is_parameter()}
+    used: set[str] = set()
+    stack = [top]
+    while stack:
+        table = stack.pop()
+        stack.extend(table.get_children())
+        for sym in table.get_symbols():
+            name = sym.get_name()
+            if sym.is_referenced() and (sym.is_global() or table.get_type() == "module") \
+                    and name not in module_names and name in BUILTIN_NAMES:
+                used.add(name)
+    refused = used - ALLOWED_BUILTINS
+    lines = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and node.id in refused:
+            lines.setdefault(node.id, node)
+    return [_finding(BUILTIN_CODES.get(name, "guard:introspection"),
+                     f"builtin '{name}' is not on the list of what a candidate may use", lines.get(name))
+            for name in sorted(refused)]
+
+
 def _annotate_parents(tree):
     for parent in ast.walk(tree):
         for child in ast.iter_child_nodes(parent):
@@ -274,7 +392,7 @@ def analyze(source: str, *, arg_names: tuple[str, ...], dsls: tuple[str, ...],
     _annotate_parents(tree)
     v = _Visitor(forbidden_torch)
     v.visit(tree)
-    findings = v.findings
+    findings = v.findings + _rebinding_findings(tree) + _builtin_findings(source, tree)
 
     forward = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "forward"]
     if not forward:
