@@ -1,7 +1,11 @@
 """Run red-team candidates through evaluate() without pytest (the GPU host has none) and check
 that each gets the finding its header names. Writes a JSON summary; exit 1 on any miss.
 
-    python bench/redteam_gpu.py OUT.json [--budget-s 150] [name ...]
+    python bench/redteam_gpu.py OUT.json [--budget-s 150] [--all | name ...]
+
+--all runs every candidate file, the benchmark-side ones and the honest ones first (a run cut short by its
+budget still says the most). Each result keeps the benchmark's per-shape figures of a candidate that reached
+it (means, p99, slow share, ratio and A/A intervals), so a red-team run also counts A/A comparisons.
 """
 
 from __future__ import annotations
@@ -22,6 +26,23 @@ DEFAULT = ["graph_sync", "honest_topk_bisect", "honest_rmsnorm_twopass", "honest
            "uninit_pads", "nondeterministic_ties", "crash_oob", "torch_work_token_kernel", "static_output"]
 
 
+def _codes(report: dict) -> list[str]:
+    return sorted({f.get("code", "") for st in report.get("stages", {}).values() if isinstance(st, dict)
+                   for f in st.get("findings", [])})
+
+
+def _bench_shapes(report: dict) -> list[dict]:
+    """What the benchmark measured per shape (nothing when the candidate failed before it)."""
+    stage = report.get("stages", {}).get("benchmark") or {}
+    keep = ("shape", "held_out", "input_sets", "ratio", "ratio_ci95", "aa_ratio", "aa_ci95", "tail_ratio",
+            "tail_ratio_ci95", "default_ratio")
+    per_kernel = ("mean_us", "mean_ci95_us", "median_us", "p99_us", "max_us", "slow_fraction", "calls")
+    return [dict({k: e.get(k) for k in keep},
+                 **{n: {k: e[n].get(k) for k in per_kernel} for n in ("candidate", "incumbent", "incumbent_aa", "default")
+                    if isinstance(e.get(n), dict)})
+            for e in stage.get("shapes", []) if isinstance(e, dict)]
+
+
 def main(argv: list[str]) -> int:
     out = Path(argv[0])
     budget = 150.0
@@ -31,6 +52,9 @@ def main(argv: list[str]) -> int:
         a = rest.pop(0)
         if a == "--budget-s":
             budget = float(rest.pop(0))
+        elif a == "--all":
+            names += sorted((p.stem for p in CANDIDATES.glob("*.py")),
+                            key=lambda n: (not n.startswith(("bench_", "honest_")), n))
         else:
             names.append(a)
     names = names or DEFAULT
@@ -56,7 +80,8 @@ def main(argv: list[str]) -> int:
         ok = v["status"] == "pass" if expect == ["pass"] else (v["status"] == "fail" and bool(set(expect) & set(v["reasons"])))
         misses += not ok
         results.append({"name": name, "target": target, "expect": expect, "verdict": v, "ok": ok,
-                        "wall_s": report.get("wall_s")})
+                        "wall_s": report.get("wall_s"), "findings": _codes(report),
+                        "bench_shapes": _bench_shapes(report)})
         print(f"{'ok  ' if ok else 'MISS'} {name}: expected {expect}, got {v['status']} {v['reasons']}", flush=True)
         out.write_text(json.dumps(results, indent=2))   # after each: a run cut short keeps what it saw
     out.write_text(json.dumps(results, indent=2))

@@ -51,8 +51,27 @@ PY
     fi
 done
 
+# A/A: AA_S seconds of smoke evaluations of one kernel against itself (AA_KERNEL, as candidate and as
+# incumbent): every shape is one candidate-vs-incumbent comparison the keep rule judges, plus the
+# incumbent-vs-copy interval every evaluation carries. bench/aa_rate.py counts how often either looks faster.
+if [ -n "${AA_S:-}" ]; then
+  aa_kernel="gpu_worker/candidates/${AA_KERNEL:-dsa_topk/best}.py"
+  aa_target=$(basename "$(dirname "$aa_kernel")")
+  mkdir -p "$OUT/reports/aa"
+  aa_end=$(( $(elapsed) + AA_S )); n=0
+  while [ "$(elapsed)" -lt "$aa_end" ]; do
+    n=$((n + 1))
+    cmd="$PY -m gpu_worker evaluate --target $aa_target --candidate $aa_kernel --incumbent $aa_kernel --profile smoke --out $OUT/reports/aa/aa-$n.json"
+    echo "== $(elapsed)s: A/A $n: $cmd"
+    timeout 120 $cmd 2> "$OUT/logs/aa-$n.log" >/dev/null
+  done
+  "$PY" bench/aa_rate.py "$OUT/aa.json" "$OUT"/reports/aa/aa-*.json | tee "$OUT/logs/aa.txt"
+fi
+
 left=$(( ${TOTAL_S:-520} - $(elapsed) ))
-if [ "$left" -gt 60 ]; then
+if [ "${REDTEAM:-1}" = "0" ]; then
+  echo "red team left out (REDTEAM=0)"
+elif [ "$left" -gt 60 ]; then
   echo "== $(elapsed)s: red team on the GPU (budget $((left - 30))s)"
   timeout "$left" "$PY" bench/redteam_gpu.py "$OUT/redteam_gpu.json" --budget-s $((left - 30)) 2>&1 | tee "$OUT/logs/redteam.log"
 else
