@@ -2,6 +2,7 @@
 # The H200 proof run: one call of the device tool, at most 9 minutes, everything written under $OUT.
 #   full-profile evaluations of every target's seeds and best*.py (the default kernel is timed in each,
 #   as the incumbent), then GPU red-team candidates, then bench/collect_reports.py -> latest.json/md.
+# Knobs: CANDIDATES, BUDGET_S, EVAL_TIMEOUT_S, REDTEAM=0 or REDTEAM_S/REDTEAM_NAMES, AA=1, TOTAL_S, BUNDLE=1.
 # Needs python3 with torch + triton (+ numpy); no Django, no pytest. Copy $OUT/latest.* to bench/results/h200/.
 # On the device tool set BUNDLE=1 and unpack proof.tgz (reports/, logs/) here.
 set -u
@@ -18,6 +19,7 @@ run_eval() {  # run_eval CMD LOG: one evaluation, capped, its log's tail on stdo
 }
 
 { nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.draw,clocks_throttle_reasons.active --format=csv || true; } > "$OUT/logs/nvidia-smi-before.csv" 2>&1
+date -u | tee "$OUT/logs/date.txt"
 "$PY" -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, torch.cuda.get_device_name(0))" | tee "$OUT/logs/versions.txt"
 
 # CANDIDATES="dsa_topk/best add_rmsnorm/seed ..." limits the run to those files (a short lease).
@@ -51,32 +53,34 @@ PY
     fi
 done
 
-# A/A: AA_S seconds of smoke evaluations of one kernel against itself (AA_KERNEL, as candidate and as
-# incumbent): every shape is one candidate-vs-incumbent comparison the keep rule judges, plus the
-# incumbent-vs-copy interval every evaluation carries. bench/aa_rate.py counts how often either looks faster.
-if [ -n "${AA_S:-}" ]; then
-  aa_kernel="gpu_worker/candidates/${AA_KERNEL:-dsa_topk/best}.py"
-  aa_target=$(basename "$(dirname "$aa_kernel")")
-  mkdir -p "$OUT/reports/aa"
-  aa_end=$(( $(elapsed) + AA_S )); n=0
-  while [ "$(elapsed)" -lt "$aa_end" ]; do
-    n=$((n + 1))
-    cmd="$PY -m gpu_worker evaluate --target $aa_target --candidate $aa_kernel --incumbent $aa_kernel --profile smoke --out $OUT/reports/aa/aa-$n.json"
-    echo "== $(elapsed)s: A/A $n: $cmd"
-    timeout 120 $cmd 2> "$OUT/logs/aa-$n.log" >/dev/null
-  done
-  "$PY" bench/aa_rate.py "$OUT/aa.json" "$OUT"/reports/aa/aa-*.json | tee "$OUT/logs/aa.txt"
-fi
-
 left=$(( ${TOTAL_S:-520} - $(elapsed) ))
 if [ "${REDTEAM:-1}" = "0" ]; then
   echo "red team left out (REDTEAM=0)"
 elif [ "$left" -gt 60 ]; then
-  echo "== $(elapsed)s: red team on the GPU (budget $((left - 30))s)"
-  timeout "$left" "$PY" bench/redteam_gpu.py "$OUT/redteam_gpu.json" --budget-s $((left - 30)) 2>&1 | tee "$OUT/logs/redteam.log"
+  rt=${REDTEAM_S:-$((left - 30))}  # no new red-team evaluation after this many seconds
+  echo "== $(elapsed)s: red team on the GPU (budget ${rt}s): ${REDTEAM_NAMES:---all}"
+  timeout $((rt + 120)) "$PY" bench/redteam_gpu.py "$OUT/redteam_gpu.json" --budget-s "$rt" ${REDTEAM_NAMES:---all} 2>&1 | tee "$OUT/logs/redteam.log"
 else
   echo "no time left for the red team" | tee "$OUT/logs/redteam.log"
 fi
+
+# A/A=1: smoke evaluations of one kernel against itself (AA_KERNEL, as candidate and as incumbent) until
+# 30 s before TOTAL_S: every shape is one candidate-vs-incumbent comparison the keep rule judges, plus the
+# incumbent-vs-copy interval every evaluation carries. bench/aa_rate.py counts how often either looks faster.
+if [ -n "${AA:-}" ]; then
+  aa_kernel="gpu_worker/candidates/${AA_KERNEL:-dsa_topk/best}.py"
+  aa_target=$(basename "$(dirname "$aa_kernel")")
+  mkdir -p "$OUT/reports/aa"
+  aa_end=$(( ${TOTAL_S:-520} - 30 )); n=0
+  while [ "$(elapsed)" -lt "$aa_end" ]; do
+    n=$((n + 1))
+    cmd="$PY -m gpu_worker evaluate --target $aa_target --candidate $aa_kernel --incumbent $aa_kernel --profile smoke --out $OUT/reports/aa/aa-$n.json"
+    echo "== $(elapsed)s: A/A $n: $cmd"
+    timeout $(( aa_end + 25 - $(elapsed) )) $cmd 2> "$OUT/logs/aa-$n.log" >/dev/null
+  done
+  "$PY" bench/aa_rate.py "$OUT/aa.json" "$OUT"/reports/aa/aa-*.json --redteam "$OUT/redteam_gpu.json" | tee "$OUT/logs/aa.txt"
+fi
+
 
 { nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.draw,clocks_throttle_reasons.active --format=csv || true; } > "$OUT/logs/nvidia-smi-after.csv" 2>&1
 "$PY" bench/collect_reports.py "$OUT/reports" "$OUT"
