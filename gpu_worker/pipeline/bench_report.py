@@ -27,13 +27,21 @@ def bench_results(messages: list[dict], target, ceil: dict | None, wall_s: float
             continue
         entry = {"shape": m["shape"], "held_out": held_out, "rounds": m.get("rounds"),
                  "input_sets": m.get("input_sets")}
+        block_s = 0.0
         for name in KERNELS:
             if name not in k:
                 continue
             times = k[name]["times_us"]
-            claimed_s += sum(times) * 1e-6
+            block_s += sum(times) * 1e-6
             entry[name] = dict(stats.kernel_stats(times), host_us=k[name].get("host_us"),
                                stale_replays=k[name].get("stale_replays"))
+        claimed_s += block_s
+        # one replay per event pair: the events of a shape's replay block cannot add up to more than the
+        # block's wall time (calls batched or skipped between the timed pairs would make them)
+        if m.get("timed_wall_s") is not None and block_s > m["timed_wall_s"]:
+            findings.append({"code": "bench:timing_mismatch", "shape_index": m["index"],
+                             "message": f"the events claim {block_s * 1e3:.2f} ms of replays in a block that took "
+                                        f"{m['timed_wall_s'] * 1e3:.2f} ms of wall time"})
         cand, inc = k["candidate"]["times_us"], k["incumbent"]["times_us"]
         r = stats.paired_mean_ratio(cand, inc)
         aa = stats.paired_mean_ratio(inc, k["incumbent_aa"]["times_us"], seed=1) if "incumbent_aa" in k else None

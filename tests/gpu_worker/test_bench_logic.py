@@ -231,3 +231,30 @@ def test_collect_reports_turns_a_report_into_records_and_a_table(fake_cuda, tmp_
     assert sum(r["kernel"] == "default" for r in merged) == len(SHAPES) + 1   # the default's stay the report's
     (evaluation,) = json.loads((tmp_path / "out2/evaluations.json").read_text())
     assert evaluation["wall_s"] == 9.0
+
+
+def test_events_that_claim_more_than_their_replay_block_took_are_a_finding(fake_cuda):
+    def block_findings(messages):
+        return [f for f in bench_results(messages, RMS, None, wall_s=1e9)[0]
+                if f["code"] == "bench:timing_mismatch" and "in a block" in f["message"]]
+
+    messages = _run()
+    assert not block_findings(messages)  # events inside the block never add up to more than the block
+    messages[0]["timed_wall_s"] = 1e-9  # the block's wall time, far below what its events add up to
+    assert [f.get("shape_index") for f in block_findings(messages)] == [0]
+
+
+def test_a_candidate_that_tampers_at_capture_is_reported_by_the_benchmark(fake_cuda, monkeypatch):
+    from gpu_worker.pipeline import tamper
+
+    calls = []
+
+    def check():
+        calls.append(1)
+        return [{"code": "guard:tamper", "message": "the candidate changed torch.cuda.synchronize"}]
+
+    monkeypatch.setattr(tamper, "check", check)
+    messages = [m for m in _run() if m["type"] == "bench_shape"]
+    assert len(calls) >= 2 * len(messages)  # after the candidate's capture and after each replay block
+    for m in messages:
+        assert [f["code"] for f in m["findings"]] == ["guard:tamper"]  # reported once per shape, not per check
