@@ -18,19 +18,6 @@ def ceilings_for(kind: str | None) -> dict | None:
     return CEILINGS.get((kind or "").lower())
 
 
-def paired_ratio(a: list[float], b: list[float], seed: int = 0) -> dict:
-    """Ratio of medians a/b over interleaved rounds, with a paired bootstrap 95% interval."""
-    x, y = np.asarray(a, float), np.asarray(b, float)
-    n = min(len(x), len(y))
-    x, y = x[:n], y[:n]
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, n, size=(BOOTSTRAP_RESAMPLES, n))
-    samples = np.median(x[idx], axis=1) / np.median(y[idx], axis=1)
-    return {"ratio": float(np.median(x) / np.median(y)),
-            "ci95": [float(np.percentile(samples, 2.5)), float(np.percentile(samples, 97.5))],
-            "samples": samples}
-
-
 SLOW_FACTOR = 3.0  # a call slower than this many times the median is a slow call
 
 

@@ -5,14 +5,14 @@ import numpy as np
 from gpu_worker.pipeline import stats
 
 
-def test_ratio_of_medians_interval_covers_the_true_ratio_and_excludes_one_when_clearly_faster():
+def test_ratio_of_means_interval_covers_the_true_ratio_and_excludes_one_when_clearly_faster():
     rng = np.random.default_rng(7)
     inc = 100 + rng.normal(0, 2, 50)
     cand = 80 + rng.normal(0, 2, 50)
-    r = stats.paired_ratio(cand.tolist(), inc.tolist())
+    r = stats.paired_mean_ratio(cand.tolist(), inc.tolist())
     lo, hi = r["ci95"]
     assert lo <= 0.8 <= hi and hi < 0.9
-    same = stats.paired_ratio(inc.tolist(), (100 + rng.normal(0, 2, 50)).tolist())
+    same = stats.paired_mean_ratio(inc.tolist(), (100 + rng.normal(0, 2, 50)).tolist())
     assert same["ci95"][0] < 1.0 < same["ci95"][1]
 
 
@@ -31,8 +31,24 @@ def test_geomean_speedup_is_incumbent_over_candidate():
     samples, ratios = [], []
     for true in (0.5, 2.0):
         inc = 100 + rng.normal(0, 1, 40)
-        r = stats.paired_ratio((inc * true).tolist(), inc.tolist())
+        r = stats.paired_mean_ratio((inc * true).tolist(), inc.tolist())
         samples.append(r["samples"])
         ratios.append(r["ratio"])
     s = stats.summarize_shapes(samples, ratios, [0.5, 0.5])
     assert abs(s["geomean_speedup"] - 1.0) < 1e-6 and s["geomean_ci95"][0] <= 1.0 <= s["geomean_ci95"][1]
+
+
+def test_kernel_stats_show_the_tail_that_a_median_hides():
+    times = [10.0] * 95 + [100.0] * 5  # one call in twenty is ten times slower
+    k = stats.kernel_stats(times)
+    assert k["median_us"] == 10.0 and abs(k["mean_us"] - 14.5) < 1e-9
+    assert k["p99_us"] == 100.0 and k["max_us"] == 100.0 and abs(k["slow_fraction"] - 0.05) < 1e-9
+    assert k["mean_ci95_us"][0] < 14.5 < k["mean_ci95_us"][1] and k["calls"] == 100
+
+
+def test_tail_ratio_compares_p99s_paired_by_input_set():
+    inc = [10.0] * 100
+    cand = [9.0] * 90 + [40.0] * 10  # faster in the middle, four times slower in the tail
+    r = stats.paired_mean_ratio(cand, inc)
+    assert abs(r["ratio"] - 1.21) < 1e-9 and abs(r["tail_ratio"] - 4.0) < 1e-9
+    assert r["tail_ci95"][0] > 1.0
