@@ -38,9 +38,15 @@ def attempt_fence(broker_url: str):
 
 
 class Task(StrEnum):
+    """Every task name on the wire. `GPU_*` run on a GPU worker (queue `gpu_queue(hardware)`), `LOOP_*` on
+    the loop's worker (queue LOOP_QUEUE); the prefix is the side that consumes it."""
+
     GPU_PING = "gpu.ping"
     GPU_EVALUATE = "gpu.evaluate"
     LOOP_PONG = "loop.pong"
     LOOP_HEARTBEAT = "loop.heartbeat"
     LOOP_PROGRESS = "loop.progress"
     LOOP_REPORT = "loop.report"
+    LOOP_ADVANCE = "loop.advance_run"
+    LOOP_PROPOSE = "loop.propose_next"
+    LOOP_REAP = "loop.reap"

@@ -1,14 +1,15 @@
-"""Celery tasks on the `loop` queue: thin, id-based, safe to run twice."""
+"""Celery tasks on the `loop` queue: thin, id-based, safe to run twice. Names from gpu_worker.queues."""
 
 from celery import shared_task
 
 from gpu_worker.queues import Task
 from loop.models import Run
+from loop.proposers import propose_next as proposer_propose_next
 from loop.services import wiring
 from loop.services.candidates import candidate_leases_renew, candidate_record_progress
 from loop.services.evaluations import candidate_record_report
 from loop.services.reaper import reap
-from loop.services.runs import ADVANCE_TASK, PROPOSE_TASK, live_workers, run_advance, run_propose_next
+from loop.services.runs import run_advance
 
 
 @shared_task(name=Task.LOOP_PONG)
@@ -18,10 +19,9 @@ def pong(ping_id: int, worker: dict) -> None:
 
 @shared_task(name=Task.LOOP_HEARTBEAT)
 def heartbeat(beat: dict) -> None:
-    worker = wiring.worker_heartbeat_record(beat=beat)
-    busy = candidate_leases_renew(worker=worker.name, running=beat.get("running"))
-    # An idle live worker is free capacity: let its hardware's runs dispatch to it.
-    if not busy and live_workers(worker.hardware).filter(pk=worker.pk).exists():
+    worker, came_alive = wiring.worker_heartbeat_record(beat=beat)
+    candidate_leases_renew(worker=worker.name, running=beat.get("running"))
+    if came_alive:  # new capacity: the runs on its hardware may dispatch to it
         for run_id in Run.objects.filter(status=Run.Status.RUNNING, hardware=worker.hardware).values_list("id", flat=True):
             run_advance(run_id=run_id)
 
@@ -39,17 +39,17 @@ def report(candidate_id: int, attempt: int, worker_name: str, report: dict) -> N
         run_advance(run_id=evaluation.candidate.run_id)
 
 
-@shared_task(name=ADVANCE_TASK)
+@shared_task(name=Task.LOOP_ADVANCE)
 def advance_run(run_id: int) -> None:
     run_advance(run_id=run_id)
 
 
-@shared_task(name=PROPOSE_TASK)
+@shared_task(name=Task.LOOP_PROPOSE)
 def propose_next(run_id: int) -> None:
-    run_propose_next(run_id=run_id)
+    proposer_propose_next(run_id=run_id)
     run_advance(run_id=run_id)
 
 
-@shared_task(name="loop.reap")
+@shared_task(name=Task.LOOP_REAP)
 def reaper() -> None:
     reap()

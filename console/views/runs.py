@@ -12,8 +12,10 @@ from console.forms import ApproveForm, PromoteForm, VetoForm, format_routes
 from console.views.common import error_text
 from loop import selectors
 from loop.models import Candidate, Run
+from loop.services.runs import run_pause, run_resume, run_stop
 
-RUN_ACTIONS = ("pause", "resume", "stop")
+# The actions a run page may post, each to one service: a name outside this table is refused.
+RUN_ACTIONS = {"pause": run_pause, "resume": run_resume, "stop": run_stop}
 
 
 def _run_context(run: Run) -> dict:
@@ -32,12 +34,10 @@ def run_detail(request, pk):
 
 @require_POST
 def run_action(request, pk, action):
-    from loop.services import runs as run_services
-
     run = get_object_or_404(Run, pk=pk)
-    if action not in RUN_ACTIONS:
+    service = RUN_ACTIONS.get(action)
+    if service is None:
         return redirect("run", pk=run.pk)
-    service = getattr(run_services, f"run_{action}")
     kwargs = {"actor": request.user, "run": run}
     if action == "stop":
         kwargs["reason"] = request.POST.get("reason", "").strip()[:200] or f"stopped by {request.user.get_username()}"

@@ -1,16 +1,14 @@
-"""A person proposes: a source file submitted in the console or with
-`python manage.py submit_candidate --run N FILE`. The loop never asks a person for more."""
+"""A person proposes: a source file submitted with `python manage.py submit_candidate --run N FILE`.
+The loop never asks a person for more."""
 
 from __future__ import annotations
 
 from django.db import transaction
 
-from gpu_worker.queues import LOOP_QUEUE
 from loop.models import Candidate, Run
 from loop.roles import EDIT_THESIS, check_permission
 from loop.services.candidates import candidate_submit
-from loop.services.outbox import outbox_enqueue
-from loop.services.runs import ADVANCE_TASK
+from loop.services.runs import run_advance_soon
 
 PROPOSER = "human"
 
@@ -27,5 +25,5 @@ def candidate_submit_human(*, run: Run, actor, source: str, note: str = "") -> C
         candidate = candidate_submit(run=run, source=source, proposer=PROPOSER, author=actor,
                                      parent=Run.objects.get(pk=run.pk).incumbent,
                                      proposal={"kind": "human", "note": note})
-        outbox_enqueue(task=ADVANCE_TASK, queue=LOOP_QUEUE, args=[run.pk])
+        run_advance_soon(run.pk)
     return candidate

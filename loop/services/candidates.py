@@ -28,7 +28,9 @@ from loop.services.outbox import outbox_enqueue
 log = logging.getLogger(__name__)
 
 MAX_SOURCE_BYTES = 64 * 1024
+# Sent to a GPU worker and not yet reported; OPEN adds those still waiting to be sent.
 IN_FLIGHT = (Candidate.Status.QUEUED, Candidate.Status.RUNNING)
+OPEN = (Candidate.Status.PROPOSED, *IN_FLIGHT)
 # Decorators that show a kernel is written in each DSL (DESIGN.md, Contracts: Candidate).
 DSL_DECORATORS = {
     "triton": {"triton.jit", "jit", "triton.autotune", "triton.heuristics"},

@@ -10,14 +10,11 @@ from __future__ import annotations
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
-from gpu_worker.queues import LOOP_QUEUE
 from loop import policy
 from loop.audit import event_write
 from loop.models import Candidate, Decision, Run
 from loop.roles import REVIEW, check_permission
-from loop.services.outbox import outbox_enqueue
-
-ADVANCE_TASK = "loop.advance_run"
+from loop.services.runs import run_advance_soon
 
 VERDICT_STATUS = {
     policy.REVERT: Candidate.Status.REVERTED,
@@ -68,7 +65,7 @@ def _review(*, candidate: Candidate, actor, verdict: str, status: str, reason_co
         event_write(type=event, actor=actor, subject=candidate, run_id=candidate.run_id,
                     payload={"number": candidate.number, "reason_code": reason_code, "reason_text": reason_text,
                              "note": note})
-        outbox_enqueue(task=ADVANCE_TASK, queue=LOOP_QUEUE, args=[candidate.run_id])
+        run_advance_soon(candidate.run_id)  # a new incumbent or a veto changes the stop rules' view
     candidate.refresh_from_db()
     return decision
 

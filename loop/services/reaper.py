@@ -3,7 +3,9 @@
 - outbox rows never published (a crash between commit and publish) are published;
 - candidates whose lease expired (their worker stopped sending heartbeats, or nobody started
   them) go back to `proposed` for a new attempt, or end as `error` at the run's attempt cap;
-- every running run is advanced (stop rules, dispatch to free workers, proposals).
+- a running run is advanced where the pass requeued or failed one of its candidates, and where it
+  has nothing proposed or in flight (its last proposal failed, or a trigger was lost): the reaper is
+  the retry of last resort, not a second clock.
 Safe to run concurrently with itself and with the tasks: every change is conditional.
 """
 
@@ -15,7 +17,7 @@ from django.utils import timezone
 
 from loop.models import Candidate, Run
 from loop.policy import RunPolicy
-from loop.services.candidates import IN_FLIGHT, candidate_requeue_or_fail
+from loop.services.candidates import IN_FLIGHT, OPEN, candidate_requeue_or_fail
 from loop.services.outbox import outbox_relay
 from loop.services.runs import run_advance
 
@@ -25,6 +27,7 @@ log = logging.getLogger(__name__)
 def reap(*, outbox_older_than_s: float = 5.0) -> dict:
     relayed = outbox_relay(older_than_s=outbox_older_than_s)
     requeued = failed = 0
+    touched = set()
     expired = (Candidate.objects.filter(status__in=IN_FLIGHT, lease_expires__lt=timezone.now())
                .select_related("run").order_by("id"))
     for candidate in expired:
@@ -34,10 +37,14 @@ def reap(*, outbox_older_than_s: float = 5.0) -> dict:
                                            max_attempts=RunPolicy.from_json(candidate.run.policy).max_attempts)
         requeued += result == "requeued"
         failed += result == "failed"
-    advanced = 0
-    for run_id in Run.objects.filter(status=Run.Status.RUNNING).values_list("id", flat=True):
+        if result:
+            touched.add(candidate.run_id)
+    running = Run.objects.filter(status=Run.Status.RUNNING)
+    stalled = running.exclude(candidates__status__in=OPEN).values_list("id", flat=True)
+    to_advance = set(running.filter(id__in=touched).values_list("id", flat=True)) | set(stalled)
+    for run_id in sorted(to_advance):
         run_advance(run_id=run_id)
-        advanced += 1
+    advanced = len(to_advance)
     if relayed or requeued or failed:
         log.info("reaper: %s relayed, %s requeued, %s failed", relayed, requeued, failed)
     return {"relayed": relayed, "requeued": requeued, "failed": failed, "advanced": advanced}

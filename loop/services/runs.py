@@ -1,11 +1,20 @@
 """Runs: start, pause, resume, stop, and `run_advance`, the step that applies the stop rules,
 dispatches proposed candidates to free GPU workers and asks the proposer for more.
 
-As many candidates are in flight as there are live GPU workers of the run's hardware; the next
-one goes out as soon as one finishes (the report task calls run_advance). Stop rules: budget
-spent (candidates or GPU minutes), plateau (no kept candidate among the last K decided), the
-floor reached (a kept candidate at the configured fraction of the roofline), or a proposer
-with nothing left to try.
+`run_advance` is the one way a run moves on. It is safe to call any number of times: it works under
+the run's row lock and every change it makes is conditional, so a second call finds nothing to do.
+It is called where a run's state really changes: a report recorded (a slot is free, a candidate
+decided), a proposal made, and by the reaper after it requeues a candidate. A change made inside a
+service's transaction asks for it through `run_advance_soon` (an outbox message, sent on commit):
+start and resume, a reviewer's decision, a person's submission, a GPU worker coming alive.
+
+As many candidates are in flight as there are live GPU workers of the run's hardware. Stop rules:
+budget spent (candidates or GPU minutes), plateau (no kept candidate among the last K decided), the
+floor reached (a kept candidate at the configured fraction of the roofline), or a proposer with
+nothing left to try.
+
+Asking the proposer itself is loop.proposers.propose_next: the proposers build on this module, never
+the other way round.
 """
 
 from __future__ import annotations
@@ -18,7 +27,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
-from gpu_worker.queues import LOOP_QUEUE
+from gpu_worker.queues import LOOP_QUEUE, Task
 from loop.audit import event_write
 from loop.models import Candidate, Evaluation, Run, Thesis, Worker
 from loop.policy import RunPolicy
@@ -28,11 +37,13 @@ from loop.services.outbox import outbox_enqueue
 
 log = logging.getLogger(__name__)
 
-ADVANCE_TASK = "loop.advance_run"
-PROPOSE_TASK = "loop.propose_next"
-OPEN = (Candidate.Status.PROPOSED, Candidate.Status.QUEUED, Candidate.Status.RUNNING)
 DECIDED = (Candidate.Status.KEPT, Candidate.Status.REVERTED, Candidate.Status.VETOED, Candidate.Status.ERROR,
            Candidate.Status.AWAITING_REVIEW)
+
+
+def run_advance_soon(run_id: int) -> None:
+    """Ask for `run_advance` once the caller's transaction commits (an outbox message on the loop queue)."""
+    outbox_enqueue(task=Task.LOOP_ADVANCE, queue=LOOP_QUEUE, args=[run_id])
 
 
 def live_workers(hardware: str):
@@ -65,7 +76,7 @@ def run_start(*, actor, thesis: Thesis, proposer: str, hardware: str | None = No
         event_write(type="run.started", actor=actor, subject=run, run_id=run.pk, payload={
             "thesis": thesis.pk, "hardware": run.hardware, "proposer": proposer, "review_mode": review_mode,
             "budget_candidates": budget_candidates, "budget_gpu_minutes": budget_gpu_minutes, "policy": policy_json})
-        outbox_enqueue(task=ADVANCE_TASK, queue=LOOP_QUEUE, args=[run.pk])
+        run_advance_soon(run.pk)
     return run
 
 
@@ -83,7 +94,7 @@ def _transition(*, run: Run, actor, frm: tuple, to: str, event: str, reason: str
             candidate_cancel_unstarted(run=run, why="the run was stopped")
         event_write(type=event, actor=actor, subject=run, run_id=run.pk, payload={"status": to, "reason": reason})
         if to == Run.Status.RUNNING:
-            outbox_enqueue(task=ADVANCE_TASK, queue=LOOP_QUEUE, args=[run.pk])
+            run_advance_soon(run.pk)
     return run
 
 
@@ -175,7 +186,7 @@ def run_advance(*, run_id: int) -> dict:
         wants_proposal = (free - dispatched > 0 and state["proposed"] - dispatched <= 0
                           and can_propose(run, state))
         if wants_proposal:
-            outbox_enqueue(task=PROPOSE_TASK, queue=LOOP_QUEUE, args=[run.pk])
+            outbox_enqueue(task=Task.LOOP_PROPOSE, queue=LOOP_QUEUE, args=[run.pk])
     return {"status": run.status, "dispatched": dispatched, "free": free, "propose": wants_proposal}
 
 
@@ -186,21 +197,10 @@ def can_propose(run: Run, state: dict | None = None) -> bool:
             and not run.proposer_settings.get("exhausted"))
 
 
-def run_propose_next(*, run_id: int) -> Candidate | None:
-    """Ask the run's proposer for one candidate when a worker slot is free and nothing waits.
-    The proposer may take long (an LLM): it runs outside any transaction; submit re-checks."""
-    from loop.proposers import proposer_for
-
-    run = Run.objects.select_related("thesis__target", "incumbent").filter(pk=run_id).first()
-    if run is None:
-        return None
+def proposal_wanted(run: Run) -> bool:
+    """Whether the run's proposer should be asked now: it may propose, nothing waits, a worker is free."""
     state = _budget_state(run)
-    if not can_propose(run, state) or state["proposed"] > 0 or capacity(run) - state["in_flight"] <= 0:
-        return None
-    candidate = proposer_for(run).propose(run)
-    if candidate is None and not Run.objects.get(pk=run.pk).proposer_settings.get("exhausted"):
-        log.info("run %s: the proposer returned nothing", run.pk)
-    return candidate
+    return can_propose(run, state) and state["proposed"] == 0 and capacity(run) - state["in_flight"] > 0
 
 
 def run_mark_exhausted(*, run: Run, why: str) -> None:

@@ -1,7 +1,8 @@
 """Pings and heartbeats: proof that loop, broker and GPU workers are connected."""
 
-from datetime import datetime, timezone as dt_timezone
+from datetime import datetime, timedelta, timezone as dt_timezone
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -36,11 +37,15 @@ def ping_record_pong(*, ping_id: int, worker: dict) -> bool:
     return True
 
 
-def worker_heartbeat_record(*, beat: dict) -> Worker:
-    """Upsert the worker's last heartbeat. Not an audited state change: it happens every few seconds;
-    only a worker's first appearance writes an Event."""
+def worker_heartbeat_record(*, beat: dict) -> tuple[Worker, bool]:
+    """Upsert the worker's last heartbeat; returns (worker, came_alive). `came_alive` is True when the
+    worker was unknown or silent past the heartbeat timeout: only then has the loop's capacity changed.
+    Not an audited state change: it happens every few seconds; only a first appearance writes an Event."""
     sent_at = datetime.fromtimestamp(beat.get("sent_at") or timezone.now().timestamp(), tz=dt_timezone.utc)
+    live_since = timezone.now() - timedelta(seconds=settings.ARK_HEARTBEAT_TIMEOUT_S)
     with transaction.atomic():
+        was_live = Worker.objects.filter(name=beat["name"], hardware=beat["hardware"],
+                                         last_heartbeat__gte=live_since).exists()
         worker, created = Worker.objects.update_or_create(
             name=beat["name"],
             defaults={"hardware": beat["hardware"], "fingerprint": beat.get("fingerprint", {}),
@@ -49,4 +54,4 @@ def worker_heartbeat_record(*, beat: dict) -> Worker:
         if created:
             event_write(type="worker.joined", actor=beat["name"], subject=worker,
                         payload={"hardware": beat["hardware"], "gpu": beat.get("fingerprint", {}).get("gpu")})
-    return worker
+    return worker, not was_live and worker.last_heartbeat >= live_since

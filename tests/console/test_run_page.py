@@ -75,6 +75,16 @@ def test_pausing_resuming_and_stopping_a_run(people, alice, who, allowed):
         assert run.status == (status if allowed else "running")
 
 
+@pytest.mark.parametrize("action", ["advance", "start", "mark_exhausted", "finish"])
+def test_a_run_action_outside_the_table_calls_no_service(as_alice, alice, action):
+    run = builders.make_run(alice)
+    events = Event.objects.count()
+    response = as_alice.post(reverse("run_action", args=[run.pk, action]))
+    run.refresh_from_db()
+    assert response.status_code == 302 and run.status == "running"
+    assert Event.objects.count() == events
+
+
 def test_resuming_a_running_run_is_refused_with_a_message(as_alice, alice):
     run = builders.make_run(alice)
     response = as_alice.post(reverse("run_action", args=[run.pk, "resume"]), follow=True)

@@ -1,4 +1,3 @@
-import os
 import subprocess
 import sys
 
@@ -19,14 +18,6 @@ def test_gpu_worker_imports_without_django():
 def test_blocking_django_really_blocks_it():
     result = run_without_django("import django")
     assert result.returncode != 0
-
-
-def test_queue_names_come_from_one_place():
-    from gpu_worker.queues import LOOP_QUEUE, Task, gpu_queue
-
-    assert gpu_queue("h200") == "gpu.h200"
-    assert LOOP_QUEUE == os.environ.get("ARK_LOOP_QUEUE", "loop")
-    assert {t.value.split(".")[0] for t in Task} == {"gpu", "loop"}
 
 
 def test_hardware_kind_is_read_from_the_gpu_name():

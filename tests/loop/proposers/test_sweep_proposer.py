@@ -6,7 +6,8 @@ from pathlib import Path
 
 from loop.models import Candidate, Run
 from loop.proposers import sweep
-from loop.services.runs import run_advance, run_propose_next
+from loop.proposers import propose_next
+from loop.services.runs import run_advance
 
 ROOT = Path(__file__).resolve().parents[3]
 SEED = (ROOT / "gpu_worker/candidates/dsa_topk/seed.py").read_text()
@@ -88,10 +89,10 @@ def test_results_feed_the_study(make_run, live_worker):
 
 def test_propose_next_waits_for_a_free_worker_and_then_proposes_one(make_run, live_worker):
     run = sweep_run(make_run)
-    assert run_propose_next(run_id=run.pk) is None  # no live worker
+    assert propose_next(run_id=run.pk) is None  # no live worker
     live_worker()
-    assert run_propose_next(run_id=run.pk) is not None
-    assert run_propose_next(run_id=run.pk) is None  # one waits already
+    assert propose_next(run_id=run.pk) is not None
+    assert propose_next(run_id=run.pk) is None  # one waits already
     assert run.candidates.count() == 1
 
 

@@ -3,6 +3,7 @@
 import pytest
 from django.core.exceptions import PermissionDenied
 
+from gpu_worker.queues import Task
 from loop.models import Candidate, Event, OutboxMessage
 from loop.proposers.human import candidate_submit_human
 from loop.services.candidates import MAX_SOURCE_BYTES, CandidateRejected, candidate_submit, source_hash
@@ -86,7 +87,7 @@ def test_a_person_submits_as_reviewer_not_as_viewer(make_run, bob, charlie):
     run = make_run()
     candidate = candidate_submit_human(run=run, actor=bob, source=GOOD, note="try 1024")
     assert candidate.author == bob and candidate.proposer == "human"
-    assert OutboxMessage.objects.filter(task="loop.advance_run", args=[run.pk]).exists()
+    assert OutboxMessage.objects.filter(task=Task.LOOP_ADVANCE, args=[run.pk]).exists()
     with pytest.raises(PermissionDenied):
         candidate_submit_human(run=run, actor=charlie, source=GOOD + "\n")
 

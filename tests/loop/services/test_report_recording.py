@@ -5,6 +5,7 @@ import itertools
 import pytest
 from django.core.exceptions import PermissionDenied, ValidationError
 
+from gpu_worker.queues import Task
 from loop.models import Candidate, Decision, Evaluation, Event, OutboxMessage, Run
 from loop.services.candidates import candidate_record_progress, candidate_submit
 from loop.services.decisions import candidate_approve, candidate_veto
@@ -22,7 +23,7 @@ def submit(run, n=1):
 
 
 def gpu_messages():
-    return list(OutboxMessage.objects.filter(task="gpu.evaluate").order_by("id"))
+    return list(OutboxMessage.objects.filter(task=Task.GPU_EVALUATE).order_by("id"))
 
 
 def queued(make_run, live_worker, **kw):

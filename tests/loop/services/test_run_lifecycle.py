@@ -3,6 +3,7 @@
 import pytest
 from django.core.exceptions import PermissionDenied, ValidationError
 
+from gpu_worker.queues import Task
 from loop.models import Candidate, Event, OutboxMessage, Run
 from loop.services.evaluations import candidate_record_report
 from loop.services.runs import run_advance, run_pause, run_resume, run_stop
@@ -29,7 +30,7 @@ def test_starting_a_run_needs_the_edit_thesis_permission(make_run, charlie, dana
     run = make_run(actor=bob, budget_candidates=3, policy={"threshold": 0.05})
     assert (run.status, run.created_by, run.policy["threshold"]) == ("running", bob, 0.05)
     assert Event.objects.filter(type="run.started", subject_id=str(run.pk)).exists()
-    assert OutboxMessage.objects.filter(task="loop.advance_run", args=[run.pk]).exists()
+    assert OutboxMessage.objects.filter(task=Task.LOOP_ADVANCE, args=[run.pk]).exists()
 
 
 def test_a_run_refuses_a_bad_policy_and_a_stored_api_key(make_run):
@@ -127,3 +128,31 @@ def test_a_viewer_cannot_pause_or_stop(make_run, charlie):
         run_pause(run=run, actor=charlie)
     with pytest.raises(PermissionDenied):
         run_stop(run=run, actor=charlie)
+
+
+def test_advancing_a_run_twice_changes_nothing_the_second_time(make_run, live_worker):
+    live_worker()
+    run = make_run()
+    submit(run, n=2)
+    first = run_advance(run_id=run.pk)
+    state = sorted(run.candidates.values_list("number", "status", "attempt"))
+    messages, events = OutboxMessage.objects.count(), Event.objects.count()
+    second = run_advance(run_id=run.pk)
+    assert first["dispatched"] == 1 and second["dispatched"] == 0  # one worker: one in flight, one waits
+    assert sorted(run.candidates.values_list("number", "status", "attempt")) == state
+    assert (OutboxMessage.objects.count(), Event.objects.count()) == (messages, events)
+
+
+def test_a_heartbeat_advances_runs_only_when_its_worker_comes_alive(make_run, monkeypatch):
+    import time
+
+    from loop import tasks
+
+    run = make_run()
+    submit(run)
+    advanced = []
+    monkeypatch.setattr(tasks, "run_advance", lambda *, run_id: advanced.append(run_id))
+    beat = {"name": "gpu-0", "hardware": run.hardware, "sent_at": time.time(), "running": []}
+    tasks.heartbeat(beat)
+    tasks.heartbeat(dict(beat, sent_at=time.time()))
+    assert advanced == [run.pk]  # the first beat brought capacity; the second is only a heartbeat
