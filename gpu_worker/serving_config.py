@@ -52,7 +52,10 @@ class Route:
 
 
 @dataclass(frozen=True)
-class ServingConfig:
+class RouteTable:
+    """A serving-config document, parsed and checked: which kernel serves each range of the axis.
+    (The database's `loop.models.ServingConfig` is a stored, versioned document; this is what dispatch reads.)"""
+
     target: str
     hardware: str
     version: int
@@ -75,7 +78,7 @@ def _fmt(lo, hi) -> str:
 
 def parse_serving_config(
     data, *, base_dir: str | Path | None = None, target: str | None = None
-) -> ServingConfig:
+) -> RouteTable:
     """Validate `data` (dict, JSON text or bytes); raise ServingConfigError naming each problem."""
     if isinstance(data, (bytes, bytearray)):
         data = data.decode("utf-8", errors="replace")
@@ -155,7 +158,7 @@ def parse_serving_config(
 
     if problems:
         raise ServingConfigError(problems)
-    return ServingConfig(data["target"], data["hardware"], data["version"], data["axis"], tuple(routes), data)
+    return RouteTable(data["target"], data["hardware"], data["version"], data["axis"], tuple(routes), data)
 
 
 def _first_gap(routes: list[Route]):

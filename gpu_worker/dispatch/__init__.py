@@ -1,6 +1,6 @@
 """Serving-config dispatch: pick a kernel per call by the workload axis (n_ctx)."""
 
-from gpu_worker.serving_config import ServingConfig, ServingConfigError, parse_serving_config
+from gpu_worker.serving_config import RouteTable, ServingConfigError, parse_serving_config
 from gpu_worker.dispatch.default import default_topk
 from gpu_worker.dispatch.dispatcher import Dispatcher, Kernel, single_kernel_config
 from gpu_worker.dispatch.loader import (
@@ -14,7 +14,7 @@ __all__ = [
     "CandidateLoadError",
     "Dispatcher",
     "Kernel",
-    "ServingConfig",
+    "RouteTable",
     "ServingConfigError",
     "default_topk",
     "load_candidate_module",

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpu_worker.serving_config import ServingConfig, ServingConfigError, parse_serving_config
+from gpu_worker.serving_config import RouteTable, ServingConfigError, parse_serving_config
 from gpu_worker.dispatch.default import default_topk
 from gpu_worker.dispatch.loader import CandidateLoadError, load_candidate_module, triton_kernel_names
 
@@ -36,7 +36,7 @@ class Dispatcher:
         self.target = target
         self.hardware = hardware  # when set, a config for other hardware is refused
         self.default = Kernel("default", default or DEFAULT_KERNELS[target])
-        self.config: ServingConfig | None = None
+        self.config: RouteTable | None = None
         self._routes: tuple = ()  # (lo, hi, Kernel) in lo order
         self._by_value: dict[int, Kernel] = {}
         self._lock = threading.Lock()
@@ -46,7 +46,7 @@ class Dispatcher:
     def version(self) -> int:
         return self.config.version if self.config else 0
 
-    def load(self, data, *, base_dir=None) -> ServingConfig:
+    def load(self, data, *, base_dir=None) -> RouteTable:
         """Validate and load every kernel, then swap; on any problem the current config stays."""
         config = parse_serving_config(data, base_dir=base_dir, target=self.target)
         if self.hardware is not None and config.hardware != self.hardware:
@@ -84,7 +84,7 @@ class Dispatcher:
             self.config, self._routes, self._by_value = config, tuple(routes), {}
         return config
 
-    def load_file(self, path) -> ServingConfig:
+    def load_file(self, path) -> RouteTable:
         """Load a config file; a relative source_path is read next to it."""
         path = Path(path)
         try:

@@ -7,7 +7,7 @@ import random
 
 import torch
 
-from .base import DENSE_FORBIDDEN, NORM_FORBIDDEN, Shape, Target, generator
+from .base import DENSE_FORBIDDEN, NORM_FORBIDDEN, Shape, TargetSpec, generator
 
 EPS = 1e-6
 # y: f32 math then one bf16 rounding is within 2^-9 relative; allow one more rounding (2^-8) and no more.
@@ -140,7 +140,7 @@ def flops(shape: Shape) -> int:
     return 0
 
 
-TARGET = Target(
+TARGET = TargetSpec(
     name="add_rmsnorm", version=1,
     description="Fused residual add + RMSNorm: (h, y) = (x + r, rmsnorm(x + r) * w), bf16 in and out",
     axes={"hidden": (2048, 8192), "tokens": (1, 16384)}, dsls=("triton", "cute"),

@@ -29,7 +29,7 @@ from typing import Any
 import torch
 
 from ..pipeline.protocol import derive_seed
-from .base import NORM_FORBIDDEN, Shape, Target, generator
+from .base import NORM_FORBIDDEN, Shape, TargetSpec, generator
 
 KB, MB = 1 << 10, 1 << 20
 BYTES_RANGE = (1 * KB, 64 * MB)
@@ -45,8 +45,8 @@ COLLECTIVE_FORBIDDEN = frozenset({
 
 
 @dataclass(frozen=True)
-class DistributedTarget(Target):
-    """A Target whose candidate runs in `world_size` processes at once.
+class DistributedTarget(TargetSpec):
+    """A TargetSpec whose candidate runs in `world_size` processes at once.
 
     rank_inputs(shape, seed, rank, device): the inputs one rank holds (without the comm), drawn from
     the shape's secret seed: per-rank parts from derive_seed(seed, "rank", rank), shared parts from

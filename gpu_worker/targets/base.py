@@ -1,4 +1,4 @@
-"""The Target contract: what a candidate computes, on which shapes, and how it is checked."""
+"""The TargetSpec contract: what a candidate computes, on which shapes, and how it is checked."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ Shape = dict[str, Any]
 
 
 @dataclass(frozen=True)
-class Target:
+class TargetSpec:
     name: str
     version: int
     description: str

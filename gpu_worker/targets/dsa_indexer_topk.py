@@ -8,7 +8,7 @@ import random
 import torch
 
 from . import _topk_common as tc
-from .base import DENSE_FORBIDDEN, TOPK_FORBIDDEN, Shape, Target, generator
+from .base import DENSE_FORBIDDEN, TOPK_FORBIDDEN, Shape, TargetSpec, generator
 
 K = 2048
 HEADS, HEAD_DIM = 64, 128
@@ -184,7 +184,7 @@ def flops(shape: Shape) -> int:
     return 2 * M * N * HEADS * HEAD_DIM + 3 * M * N * HEADS
 
 
-TARGET = Target(
+TARGET = TargetSpec(
     name="dsa_indexer_topk", version=1,
     description="DSA lightning indexer: sum_h w*relu(q.k) scores then top-2048 indices per row, -1 padded",
     axes={"n_ctx": (4096, 262144), "rows": (1, 128)}, dsls=("triton", "cute"),

@@ -8,7 +8,7 @@ import random
 import torch
 
 from . import _topk_common as tc
-from .base import TOPK_FORBIDDEN, Shape, Target, generator
+from .base import TOPK_FORBIDDEN, Shape, TargetSpec, generator
 
 K = 2048
 PAST_LENGTH = 1.0e4  # values past a row's length are larger than any valid one: ignoring lengths fails
@@ -118,7 +118,7 @@ def flops(shape: Shape) -> int:
     return 0
 
 
-TARGET = Target(
+TARGET = TargetSpec(
     name="dsa_topk", version=1,
     description="DSA decode top-k: int32 indices of the 2048 largest f32 logits over each row's length, -1 padded",
     axes={"n_ctx": (4096, 262144), "rows": (1, 128)}, dsls=("triton", "cute"),
