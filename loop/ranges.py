@@ -21,8 +21,18 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from loop.policy import (FASTER, SLOWER_BEYOND_NOISE, RunPolicy, _interval, _number, compare, e2e_judgement, finite,
-                         noise_floor)
+from loop.policy import (
+    FASTER,
+    SLOWER_BEYOND_NOISE,
+    RunPolicy,
+    _interval,
+    _number,
+    aa_interval,
+    compare,
+    e2e_judgement,
+    finite,
+    noise_floor,
+)
 
 WIN, LOSE, TIE = "win", "lose", "tie"
 DEFAULT = "default"
@@ -90,7 +100,7 @@ def analyze(report: dict, *, axis: str, policy: RunPolicy | None = None, baselin
         value = int(dims[axis])
         ratio, ci = _baseline_ratio(shape, baseline, where)
         # the interval may be rescaled to the default kernel above, so the rule is applied to it directly
-        delta = noise_floor(shape.get("aa_ci95"), policy, f"{where} aa_ci95")
+        delta = noise_floor(aa_interval(shape), policy, f"{where} aa_ci95")
         status = WIN if compare(ci, delta) == FASTER else (LOSE if ratio >= 1.0 else TIE)
         by_value.setdefault(value, []).append((status, ratio, ci, "benchmark"))
 
