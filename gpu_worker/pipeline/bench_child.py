@@ -24,7 +24,7 @@ import torch
 
 from ..targets.base import as_outputs
 from . import tamper
-from .protocol import derive_seed
+from .protocol import candidate_text, derive_seed
 
 L2_FLUSH_BYTES = 256 << 20  # > 60 MB of H200 L2
 SETS = {"smoke": 64, "full": 128}  # input sets per shape, each timed once per kernel
@@ -193,9 +193,9 @@ def benchmark(cfg, out, target, candidate, incumbent, default, seed: int, perf) 
             if DEVICE == "cuda":
                 torch.cuda.empty_cache()
         except torch.OutOfMemoryError as e:
-            msg["findings"].append({"code": "bench:oom", "message": str(e)[:2000]})
+            msg["findings"].append({"code": "bench:oom", "message": candidate_text(e)})
         except Exception:
-            msg["findings"].append({"code": "bench:exception", "message": traceback.format_exc()[-3000:]})
+            msg["findings"].append({"code": "bench:exception", "message": candidate_text(traceback.format_exc())})
         msg["seconds"] = perf() - t0
         out.send(**msg)
 
@@ -218,7 +218,7 @@ def _bench_shape(msg, target, shape, i, kernels, names, flush, persisting, n_set
         except Exception:
             code = "bench:graph_capture" if name == "candidate" else "bench:harness_error"
             msg["findings"].append({"code": code, "message": f"{name}: CUDA graph capture failed: "
-                                    + traceback.format_exc()[-2000:]})
+                                    + candidate_text(traceback.format_exc())})
             _sync()
             return
         graphs[name] = (graph, outputs, buffers)

@@ -14,7 +14,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from ..targets import get_target
 from ..targets.base import as_outputs
-from .protocol import derive_seed
+from .protocol import candidate_text, derive_seed
 from .referee import file_name, runs_for
 
 try:
@@ -351,7 +351,7 @@ class ShapeRun:
                 torch.cuda.synchronize()
             self.add([{"code": "verify:graph_capture",
                        "message": "the call failed while captured in a CUDA graph on a side stream, as the "
-                                  f"benchmark runs it:\n{traceback.format_exc()[-2000:]}"}])
+                                  f"benchmark runs it:\n{candidate_text(traceback.format_exc())}"}])
             return False
         outs = as_outputs(captured["result"])
         self.add(structure_findings(outs, self.spec, "cuda", inputs))
@@ -392,7 +392,7 @@ def verify(cfg, out, target, cand: Candidate, seed: int, perf) -> None:
                     msg["status"] = "compile_only" if compiled else "error"
                     if not compiled:
                         findings.append({"code": "verify:compile_error",
-                                         "message": f"{type(e).__name__}: {traceback.format_exc()[-3000:]}"})
+                                         "message": candidate_text(traceback.format_exc())})
                 else:
                     msg["status"] = "error"
                     findings.append({"code": "verify:no_kernel_launch",
@@ -441,10 +441,10 @@ def verify(cfg, out, target, cand: Candidate, seed: int, perf) -> None:
             msg.update(status="ran", files=sr.files)
         except torch.OutOfMemoryError as e:
             msg["status"] = "error"
-            findings.append({"code": "verify:oom", "message": str(e)[:2000]})
+            findings.append({"code": "verify:oom", "message": candidate_text(e)})
         except Exception as e:
             msg["status"] = "error"
-            text = traceback.format_exc()[-3000:]
+            text = candidate_text(traceback.format_exc())
             text_e = str(e)
             code = ("verify:cuda_error" if "CUDA error" in text_e or "illegal memory" in text_e else
                     "verify:oom" if "can't allocate memory" in text_e or "out of memory" in text_e.lower() else
@@ -480,7 +480,7 @@ def run(cfg: dict, out, *, perf, active_threads) -> None:
         if isinstance(e, KeyboardInterrupt):
             raise
         out.send(type="load", status="fail", findings=[{"code": "verify:import_error",
-                                                        "message": traceback.format_exc()[-3000:]}])
+                                                        "message": candidate_text(traceback.format_exc())}])
         return
     forward = getattr(module, "forward", None)
     if not callable(forward):

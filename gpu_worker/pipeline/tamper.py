@@ -21,6 +21,10 @@ import os
 import stat
 import sys
 import threading
+# The builtins this module calls, bound as its own globals: a candidate that rebinds or deletes one in
+# the builtins module must not blind (or crash) the check that reports it.
+from builtins import (AttributeError, Exception, OSError, any, bool, dict, getattr, isinstance, len, list, set,
+                      sorted, str, tuple, type, vars)
 
 import _thread
 

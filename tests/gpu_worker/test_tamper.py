@@ -1,0 +1,83 @@
+"""pipeline/tamper.py: what a candidate changes in the child's process after arm() is named by check().
+
+Each case runs in a fresh interpreter: arm() wraps the thread-start function for the whole process,
+and a case patches the very objects the harness relies on."""
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+PRELUDE = textwrap.dedent('''\
+    import json, os, sys, time, builtins, threading, types
+    sys.path.insert(0, sys.argv[1])
+    import torch
+    from gpu_worker.pipeline import tamper, protocol, child_run
+    r, w = os.pipe()
+    out = protocol.Writer(w)
+    tamper.arm(writer=out, result_fd=w)
+    before = tamper.check()
+    # the candidate's module, as child_run loads it: code in it runs with __name__ == "ark_candidate"
+    cand = types.ModuleType("ark_candidate")
+    sys.modules["ark_candidate"] = cand
+    ''')
+
+
+def _check(body: str) -> tuple[list, list]:
+    script = PRELUDE + textwrap.dedent(body) + "\nprint(json.dumps([before, tamper.check()]))\n"
+    done = subprocess.run([sys.executable, "-c", script, str(ROOT)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    before, after = json.loads(done.stdout.strip().splitlines()[-1])
+    return before, after
+
+
+def _in_candidate(code: str) -> str:
+    """`code` run as the candidate's own module-level code."""
+    return f"exec(compile({code!r}, 'candidate.py', 'exec'), cand.__dict__)\n"
+
+
+@pytest.mark.parametrize("body, names", [
+    ("protocol.Writer.send = lambda self, **m: None", "protocol (Writer.send)"),
+    ("out.send = lambda **m: None", "the report writer"),
+    ("os.write = lambda fd, data: len(data)", "os.write"),
+    ("time.perf_counter = lambda: 0.0", "time.perf_counter"),
+    ("torch.cuda.Event.elapsed_time = lambda self, end: 0.001", "torch.cuda.Event.elapsed_time"),
+    ("torch.cuda.CUDAGraph.replay = lambda self: None", "torch.cuda.CUDAGraph.replay"),
+    ("torch.cuda.synchronize = lambda *a: None", "torch.cuda.synchronize"),
+    ("child_run.OpRecorder.__torch_dispatch__ = lambda *a, **k: None", "child_run (OpRecorder.__torch_dispatch__)"),
+    ("builtins.len = lambda x: 0", "builtins (len)"),
+    ("del builtins.sorted", "builtins (sorted)"),
+    ("sys.modules['time'] = types.ModuleType('time')", "sys.modules entries (time)"),
+    ("os.dup2(os.open(os.devnull, os.O_WRONLY), w)", "the result pipe"),
+])
+def test_each_change_to_what_the_harness_relies_on_is_named(body, names):
+    before, after = _check(body)
+    assert before == []
+    assert any(f["code"] == "guard:tamper" and names in f["message"] for f in after), after
+
+
+def test_nothing_changed_nothing_found_even_after_torch_work():
+    before, after = _check("torch.ones(1 << 16).sum(); torch.empty(8).fill_(1.0); json.dumps({'a': 1})")
+    assert before == [] and after == []
+
+
+def test_a_thread_the_candidate_starts_is_found_after_it_ended():
+    body = _in_candidate("import threading\nt = threading.Thread(target=lambda: None)\nt.start()\nt.join()\n")
+    _, after = _check(body)
+    assert [f["code"] for f in after] == ["guard:thread"], after
+
+
+def test_a_harness_thread_is_not_the_candidates():
+    _, after = _check("t = threading.Timer(0.01, lambda: None); t.start(); t.join()")
+    assert after == []
+
+
+def test_messages_are_the_harness_own_words():
+    # the candidate chooses the replacement; the message names only the harness object it replaced
+    _, after = _check("time.monotonic = type('root:$6$secretsecret$xyz:1:2:3:4:5:6:', (), {})")
+    assert after and all("secret" not in f["message"] for f in after)
