@@ -165,7 +165,8 @@ class Evaluation(models.Model):
     candidate = models.ForeignKey(Candidate, on_delete=models.CASCADE, related_name="evaluations")
     attempt = models.PositiveIntegerField()
     worker = models.CharField(max_length=200, blank=True)
-    hardware = models.JSONField(default=dict)
+    # what the GPU reported about itself (name, driver, clocks); a run's `hardware` is the kind string
+    hardware_fingerprint = models.JSONField(default=dict)
     report = models.JSONField()
     geomean_speedup = models.FloatField(null=True, blank=True)
     speedup_ci_lo = models.FloatField(null=True, blank=True)

@@ -51,7 +51,7 @@ def candidate_record_report(*, candidate_id: int, attempt: int, worker: str, rep
         seconds = policy.gpu_seconds(report)
         evaluation = Evaluation.objects.create(
             candidate=candidate, attempt=attempt, worker=worker,
-            hardware=report_json.get("hardware") if isinstance(report_json.get("hardware"), dict) else {},
+            hardware_fingerprint=report_json.get("hardware") if isinstance(report_json.get("hardware"), dict) else {},
             report=report_json, gpu_seconds=seconds, **numbers,
         )
         Run.objects.filter(pk=run.pk).update(gpu_seconds_used=F("gpu_seconds_used") + seconds)

@@ -147,7 +147,7 @@ def reports_import(*, path: Path, actor, thesis: Thesis | None = None) -> list[R
                     status=Candidate.Status.RUNNING, attempt=int(report.get("attempt") or 1))
                 numbers = policy.summary_numbers(report)
                 Evaluation.objects.create(candidate=candidate, attempt=candidate.attempt, worker=f"import:{gpu}",
-                                          hardware=report.get("hardware") if isinstance(report.get("hardware"), dict)
+                                          hardware_fingerprint=report.get("hardware") if isinstance(report.get("hardware"), dict)
                                           else {}, report=report, gpu_seconds=policy.gpu_seconds(report), **numbers)
                 decision_apply(candidate=candidate, outcome=policy.decide(report, policy.RunPolicy.from_json(run.policy)))
             Run.objects.filter(pk=run.pk).update(status=Run.Status.FINISHED, finished=timezone.now(),
