@@ -5,8 +5,8 @@ captured in a CUDA graph per set, outputs poisoned before and fingerprinted afte
 flushed, kernels interleaved round-robin with the first one rotating (ABAB). A collective's time is
 its slowest rank's, so before every timed replay the ranks line up on a one-element NCCL
 all-reduce (eager, outside the events); each rank records CUDA events around its own replay and
-the parent takes the maximum over ranks per round, then medians and bootstrap intervals
-(pipeline/stats.py through evaluate.bench_results). After timing, every rank checks its graph
+the parent takes the maximum over ranks per round, then means, tails and bootstrap intervals
+(pipeline/bench_report.bench_results, as for every target). After timing, every rank checks its graph
 outputs against the float64 reference of all ranks' inputs, rebuilt from the seeds.
 
 Not run yet: needs the 2-GPU kind (docs/allreduce.md).
