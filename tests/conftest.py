@@ -19,27 +19,6 @@ os.environ.setdefault("ARK_LOOP_QUEUE", f"loop.test{os.getpid()}")
 os.environ.setdefault("ARK_UNSAFE_NO_UID_DROP", "1")
 
 
-_DATABASE_FIXTURES = {"db", "transactional_db", "django_db_setup", "live_server"}
-
-
-def pytest_addoption(parser):
-    parser.addoption("--database-only", action="store_true",
-                     help="run only the tests that touch the database (scripts/test's PostgreSQL pass: the rest "
-                          "behave the same on either database and already ran on SQLite)")
-
-
-def pytest_collection_modifyitems(config, items):
-    if not config.getoption("database_only"):
-        return
-    keep, drop = [], []
-    for item in items:
-        uses_db = item.get_closest_marker("django_db") or _DATABASE_FIXTURES & set(getattr(item, "fixturenames", ()))
-        (keep if uses_db else drop).append(item)
-    if drop:
-        config.hook.pytest_deselected(items=drop)
-        items[:] = keep
-
-
 @pytest.fixture(autouse=True, scope="session")
 def _audit_unlocked_for_teardown():
     """Test teardown flushes tables; the event log's triggers allow that only while unlocked."""

@@ -1,12 +1,16 @@
-"""One fresh child process per candidate run, with what isolation this host allows (REFERENCE.md §6).
+"""One fresh child process per candidate run, with what isolation this host allows (docs/isolation.md).
 
 Always: spawned (never forked) with an explicit minimal environment, closed file descriptors, its
 own session and process group (killed whole on timeout), a scratch directory as cwd/HOME/TMPDIR,
 rlimits that CUDA survives (core 0, file size, open files, CPU time; not RLIMIT_AS on a GPU),
-results only on a pipe the parent owns. Where the parent is root and it works: a new network
-namespace (`unshare -n`) and the uid `nobody`. Where the kernel has Landlock, the child confines
-itself before any candidate code runs (child.py): writes only in its scratch dir, /dev and /proc,
-no TCP, no signals outside the sandbox. What applied is recorded in the report.
+results only on a pipe the parent owns, text from the child redacted and cut (protocol.py).
+Where the parent is root and it works: a new network namespace, a mount namespace with a private
+tmpfs on /dev/shm, a PID namespace with its own /proc (other processes are invisible), and the uid
+`nobody`. Where the kernel has Landlock, the child confines itself before any candidate code runs
+(child.py): writes only in its scratch dir, /dev and /proc, no TCP, no signals outside the sandbox.
+Each step that fails is skipped and recorded, never fatal, except one: a worker that cannot drop to
+`nobody` refuses to run candidates unless ARK_UNSAFE_NO_UID_DROP=1 says it may (unsafe_no_uid_drop).
+What applied is recorded in the report's isolation block.
 
 A child can be started before it may run (`EarlyChild`): it loads while the worker does other work,
 and gets its secret only when the worker opens its gate.
@@ -15,6 +19,7 @@ and gets its secret only when the worker opens its gate.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import resource
 import secrets
@@ -29,8 +34,14 @@ from dataclasses import dataclass, field
 from functools import lru_cache, partial
 from pathlib import Path
 
+from .protocol import candidate_text, sanitize_message
+
+log = logging.getLogger(__name__)
 ROOT = Path(__file__).resolve().parent.parent.parent
 NOBODY = 65534
+UNSAFE_ENV = "ARK_UNSAFE_NO_UID_DROP"
+SHM = Path("/dev/shm")
+SHM_BYTES = 256 << 20  # the private /dev/shm's size: enough for a library's semaphores, not for a stash
 MAX_RESULT_BYTES = 64 << 20
 PASSTHROUGH_ENV = ("PATH", "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER",
                    "TRITON_LIBCUDA_PATH", "TRITON_PTXAS_PATH", "NVIDIA_VISIBLE_DEVICES", "LANG", "LC_ALL")
@@ -77,16 +88,95 @@ def _probe(argv: list[str], **kwargs) -> bool:
         return False
 
 
+class SandboxRefused(RuntimeError):
+    """The worker cannot drop privileges and was not told it may run candidates anyway."""
+
+
+def unsafe_no_uid_drop() -> bool:
+    """The operator's explicit permission to run candidates as the worker's own uid."""
+    return os.environ.get(UNSAFE_ENV, "") == "1"
+
+
+def _namespace_init(mount_shm: bool) -> list[str]:
+    """The shell that starts the child inside the namespaces: it mounts the private /dev/shm (a failed
+    mount leaves the host's in place; the child's leftovers there are removed afterwards) and stays as the
+    namespace's pid 1, so the child is an ordinary process that signals, even its own, can kill. It exits
+    with 128 + n when the child died of signal n (run_child turns that back into -n)."""
+    mount = f"mount -t tmpfs -o size={SHM_BYTES},mode=1777 ark-shm /dev/shm 2>/dev/null; " if mount_shm else ""
+    return ["sh", "-c", mount + '"$@"', "sh"]
+
+
 @lru_cache(maxsize=None)
 def host_protections() -> dict:
     """Which isolation works here; probed once per worker process."""
     root = os.geteuid() == 0
-    netns = root and shutil.which("unshare") is not None and _probe(["unshare", "-n", "true"])
+    unshare = root and shutil.which("unshare") is not None
+    netns = unshare and _probe(["unshare", "-n", "true"])
+    # a private /dev/shm and a PID namespace with its own /proc, each only where it works
+    shm_check = "mount -t tmpfs -o size=1m ark-shm /dev/shm && test ! -e /dev/shm/.ark-probe"
+    # ARK_CHILD_NAMESPACES=0: an operator's switch for a host whose GPU stack fails inside them
+    unshare_more = unshare and os.environ.get("ARK_CHILD_NAMESPACES", "1") != "0"
+    mountns = unshare_more and _probe(["unshare", "-m", "--propagation", "private", "sh", "-c", shm_check])
+    pidns = unshare_more and _probe(["unshare", "-p", "-f", "-m", "--propagation", "private", "--mount-proc",
+                                "sh", "-c", 'test "$(ls /proc | grep -c "^[0-9]")" -lt 10'])
     probe = [sys.executable, "-s", "-B", "-c", "import sys; sys.path.insert(0, sys.argv[1]); import gpu_worker.targets",
              str(ROOT)]
     as_nobody = root and _probe(probe, user=NOBODY, group=NOBODY, extra_groups=[], cwd="/",
                                 env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": "/tmp"})
-    return {"root": root, "netns": netns, "uid_drop": as_nobody}
+    prot = {"root": root, "netns": netns, "mountns": mountns, "pidns": pidns, "uid_drop": as_nobody,
+            "unsafe_no_uid_drop": not as_nobody and unsafe_no_uid_drop()}
+    if prot["unsafe_no_uid_drop"]:
+        log.warning("UNSAFE: this worker cannot drop candidate children to uid %d and runs them as uid %d "
+                    "because %s=1 is set; a candidate can read whatever this uid can", NOBODY, os.geteuid(),
+                    UNSAFE_ENV)
+    return prot
+
+
+def isolation_summary() -> dict:
+    """What a heartbeat and the dashboard show: whether candidates run without dropping privileges."""
+    prot = host_protections()
+    return {"uid_drop": prot["uid_drop"], "unsafe_no_uid_drop": prot["unsafe_no_uid_drop"],
+            "netns": prot["netns"], "private_shm": prot["mountns"], "pid_namespace": prot["pidns"]}
+
+
+def child_argv(prot: dict, command: list[str]) -> list[str]:
+    """The child's command inside the namespaces this host allows."""
+    flags = []
+    if prot["netns"]:
+        flags.append("-n")
+    if prot["pidns"]:
+        flags += ["-p", "-f", "--mount-proc"]
+    if prot["pidns"] or prot["mountns"]:
+        flags += ["-m", "--propagation", "private"]
+    if not flags:
+        return command
+    return ["unshare", *flags, "--", *_namespace_init(prot["mountns"]), *command]
+
+
+def _shm_entries() -> dict[str, tuple[int, int]]:
+    try:
+        return {e.name: (e.inode(), e.stat(follow_symlinks=False).st_uid) for e in os.scandir(SHM)}
+    except OSError:
+        return {}
+
+
+def _remove_new_shm(before: dict, uid: int) -> int:
+    """Remove what appeared in the host's /dev/shm during the run and belongs to the child's uid; the count
+    goes to the report. Names are the candidate's, so they are never reported."""
+    removed = 0
+    for name, (inode, owner) in _shm_entries().items():
+        if before.get(name, (None,))[0] == inode or owner != uid:
+            continue
+        path = SHM / name
+        try:
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path)
+            else:
+                path.unlink()
+            removed += 1
+        except OSError:
+            continue
+    return removed
 
 
 def _env_int(name: str, default: int) -> int:
@@ -136,6 +226,10 @@ def run_child(cfg: dict, *, secret: str, timeout_s: float, scratch: Path, device
     count against `timeout_s` (up to `max_gate_wait_s` of it does not). Setting `cancel` kills the
     child's group and returns the run marked `cancelled`."""
     prot = host_protections()
+    if not prot["uid_drop"] and not prot["unsafe_no_uid_drop"]:
+        raise SandboxRefused(f"this worker cannot run candidate children as uid {NOBODY} (it needs root and a "
+                             f"Python that uid can read); set {UNSAFE_ENV}=1 to run them as uid {os.geteuid()} "
+                             "anyway, which the report and the dashboard will show")
     uid = NOBODY if prot["uid_drop"] else None
     dirs = make_scratch(scratch, uid)
     read_fd, write_fd = os.pipe()
@@ -152,12 +246,15 @@ def run_child(cfg: dict, *, secret: str, timeout_s: float, scratch: Path, device
     # process group (setsid, double fork) is found by it and killed.
     mark = secrets.token_hex(12)
     disk_limit = _env_int("ARK_CHILD_DISK_BYTES", 16 << 30)
-    argv = [sys.executable, "-s", "-B", "-m", "gpu_worker.pipeline.child", json.dumps(cfg)]
-    if prot["netns"]:
-        argv = ["unshare", "-n", "--"] + argv
+    argv = child_argv(prot, [sys.executable, "-s", "-B", "-m", "gpu_worker.pipeline.child", json.dumps(cfg)])
     run = ChildRun(protections={"spawned": True, "explicit_env": True, "close_fds": True, "new_session": True,
                                 "network_namespace": prot["netns"], "uid": uid if uid is not None else os.geteuid(),
-                                "rlimits": cfg["rlimits"], "scratch_cwd": True})
+                                "uid_dropped": uid is not None, "unsafe_no_uid_drop": uid is None,
+                                "mount_namespace": prot["mountns"] or prot["pidns"],
+                                "private_shm": prot["mountns"], "pid_namespace": prot["pidns"],
+                                "private_proc": prot["pidns"], "rlimits": cfg["rlimits"], "scratch_cwd": True,
+                                "scratch_tmpdir": True})
+    shm_before = _shm_entries()
     log_path = scratch / "child.log"
     t0 = time.monotonic()
     with open(log_path, "wb") as log:
@@ -220,6 +317,7 @@ def run_child(cfg: dict, *, secret: str, timeout_s: float, scratch: Path, device
                     continue
                 if not isinstance(msg, dict):
                     continue
+                sanitize_message(msg)
                 msg["_received_s"] = time.monotonic() - t0
                 run.messages.append(msg)
                 if (msg.get("type") == "load" and msg.get("status") == "pass" and not proc.stdin.closed
@@ -245,17 +343,22 @@ def run_child(cfg: dict, *, secret: str, timeout_s: float, scratch: Path, device
         escaped = _kill_marked(mark)
         if escaped:
             run.protections["escaped_processes_killed"] = escaped
+        # with a private /dev/shm its tmpfs went with the child; otherwise what it left there goes now
+        if not prot["mountns"]:
+            run.protections["shm_files_removed"] = _remove_new_shm(shm_before, uid if uid is not None else os.geteuid())
         try:
             proc.stdin.close()
         except OSError:
             pass
     run.returncode = proc.returncode
+    if argv[0] == "unshare" and run.returncode is not None and 128 < run.returncode < 128 + signal.NSIG:
+        run.returncode = 128 - run.returncode  # the namespace's shell reports a signal death as 128 + n
     run.wall_s = time.monotonic() - t0
     hello = run.messages[0] if run.messages and run.messages[0].get("type") == "hello" else {}
     limits = hello.get("limits") or {}  # sent before any candidate code exists in the child
     run.protections["landlock"] = limits.get("landlock")
     try:
-        run.log_tail = log_path.read_bytes()[-4000:].decode("utf-8", "replace")
+        run.log_tail = candidate_text(log_path.read_bytes()[-16000:].decode("utf-8", "replace"), 4000)
     except OSError:
         run.log_tail = ""
     return run
