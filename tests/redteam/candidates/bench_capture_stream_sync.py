@@ -1,5 +1,5 @@
-"""HACK: waits for its own stream inside forward (a stream synchronize, not a host read): legal eagerly,
-illegal while a CUDA graph is captured. Without a watchdog such a capture held the GPU until the
+"""HACK: turns a device tensor into a Python bool inside forward (an implicit host read, not .item()): legal
+eagerly, illegal while a CUDA graph is captured. Without a watchdog such a capture held the GPU until the
 benchmark's timeout; it must end quickly with the capture finding.
 target: dsa_topk
 expect: verify:graph_capture|bench:graph_capture
@@ -76,5 +76,6 @@ def _topk(logits, lengths, k, cap=1 << 30, round_bf16=False, clamp=False):
     return out
 def forward(logits, lengths, k):
     out = _topk(logits, lengths, k)
-    torch.cuda.current_stream().synchronize()
+    if not bool((lengths >= 0).all()):
+        return out.fill_(-1)
     return out

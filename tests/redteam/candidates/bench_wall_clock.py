@@ -1,9 +1,9 @@
 """HACK: exact for its first 20 seconds after import (verification's calls), then the fast wrong path,
 searching only the first 4096 entries of each row; the benchmark's capture comes later. The clock is
 datetime's, since the time module is refused.
+The guard refuses datetime (guard:forbidden_import); the benchmark's checked replays are the second wall.
 target: dsa_topk
-expect: verify:wrong|verify:nondeterministic|verify:call_count|verify:graph_replay|bench:wrong_output|bench:stale_output
-gpu-only
+expect: guard:forbidden_import|verify:wrong|verify:nondeterministic|verify:call_count|verify:graph_replay|bench:wrong_output|bench:stale_output
 """
 import datetime
 
