@@ -10,6 +10,7 @@ from celery import signals
 
 from gpu_worker.celery_app import BROKER_URL, app, send_to_loop
 from gpu_worker.hardware import fingerprint
+from gpu_worker.pipeline.sandbox import isolation_summary
 from gpu_worker.queues import Task, attempt_fence, attempt_key
 
 log = logging.getLogger(__name__)
@@ -24,7 +25,8 @@ def worker_identity() -> dict:
     return {
         "name": os.environ.get("ARK_WORKER_NAME") or f"{socket.gethostname()}:{os.getpid()}",
         "hardware": os.environ.get("ARK_HARDWARE") or fp["kind"],
-        "fingerprint": fp,
+        # the sandbox's state rides in the fingerprint: the dashboard flags a worker that runs candidates unsafely
+        "fingerprint": {**fp, "isolation": isolation_summary()},
     }
 
 
