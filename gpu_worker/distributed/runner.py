@@ -1,11 +1,11 @@
-"""evaluate_distributed(spec) -> report: guard, verify, benchmark for a multi-process target.
+"""DistributedEvaluation: the pipeline (pipeline/evaluate.py) for a multi-process target.
 
 The parent spawns world_size rank processes (torch.multiprocessing, start method spawn, never
 fork: a forked CUDA or NCCL state is unusable), each runs rank.rank_main. The parent owns the
 secret seed (sent to a rank only after its candidate loaded), judges verification outputs against
 the float64 reference it computes from every rank's inputs, and turns the ranks' raw times into
-the same benchmark entries as the single-process pipeline (evaluate.bench_results). The report is
-`ark.report/1` with `world_size` and `ranks` added.
+the same benchmark entries as the single-process pipeline (bench_report.bench_results). The report is
+the same contract (gpu_worker/contract.py) with `world_size` set.
 
 Not like the single-process pipeline: the ranks are not sandboxed (sandbox.run_child runs one
 child as an unprivileged user with seccomp; ranks need a shared rendezvous file and, on CUDA,
@@ -15,29 +15,21 @@ peer access to each other's memory). They run as the worker's user; see docs/all
 from __future__ import annotations
 
 import math
-import os
-import secrets
-import shutil
-import sys
-import tempfile
 import time
-import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 
 from .. import hardware
-from ..pipeline.child_run import _same_bits
+from ..contract import BenchmarkStage, EvaluationSpec, Summary, VerifyStage, to_json
 from ..pipeline.bench_report import bench_results
-from ..pipeline.evaluate import evaluate as _single_evaluate  # noqa: F401  (loads the module)
-from ..pipeline.guard import check_candidate
+from ..pipeline.child_run import _same_bits
+from ..pipeline.evaluate import Evaluation, StopEvaluation, clocks, dedupe
 from ..pipeline.protocol import derive_seed
 from ..targets.allreduce import DistributedTarget, get_multi_process_target
 from .bench import merge_ranks
 from .rank import rank_main
-
-single = sys.modules["gpu_worker.pipeline.evaluate"]  # the module; gpu_worker.pipeline re-exports its function
 
 VERIFY_TIMEOUT_S = {"cpu": 240.0, "smoke": 180.0, "full": 420.0}
 BENCH_TIMEOUT_S = {"smoke": 300.0, "full": 600.0}
@@ -98,13 +90,6 @@ def run_ranks(cfg: dict, *, seed: int, timeout_s: float) -> RanksRun:
     return run
 
 
-def _device() -> str:
-    forced = os.environ.get("ARK_DEVICE")
-    if forced in ("cpu", "cuda"):
-        return forced
-    return "cuda" if torch.cuda.is_available() else "cpu"
-
-
 def _run_findings(run: RanksRun, stage: str) -> list[dict]:
     if run.timed_out:
         return [{"code": f"{stage}:timeout", "message": "the ranks ran past their time limit and were killed"}]
@@ -116,67 +101,73 @@ def _run_findings(run: RanksRun, stage: str) -> list[dict]:
     return []
 
 
-def evaluate_distributed(spec: dict, *, on_progress=None) -> dict:
-    """The multi-process pipeline on one candidate. Never raises for a bad candidate."""
-    wall0 = time.monotonic()
-    report = {"schema": single.SCHEMA, "candidate_id": spec.get("candidate_id"), "attempt": spec.get("attempt", 1),
-              "target": spec.get("target"), "target_version": None, "profile": spec.get("profile", "smoke"),
-              "mode": None, "hardware": None, "world_size": None,
-              "isolation": {"sandboxed": False, "note": "multi-process ranks run as the worker's user (runner.py)"},
-              "stages": {}, "summary": {"geomean_speedup": None, "geomean_ci95": None, "floor_fraction": None},
-              "verdict": {}}
-    stages = single._Stages(report, on_progress)
-    try:
-        _evaluate(spec, report, stages)
-    except Exception:
-        report["verdict"] = {"status": "error", "complete": False, "reasons": ["harness:exception"],
-                             "message": traceback.format_exc()[-4000:]}
-    report["wall_s"] = round(time.monotonic() - wall0, 3)
-    return single._clean(report)
+class DistributedEvaluation(Evaluation):
+    """The pipeline for a target whose candidate runs in world_size processes at once: the same stages
+    and verdict; verify and benchmark spawn the ranks; no early bench child, no e2e slot."""
+
+    scratch_prefix = "ark-dist-"
+    verify_timeouts = VERIFY_TIMEOUT_S
+
+    def load_target(self):
+        try:
+            return get_multi_process_target(self.spec.target)
+        except KeyError as e:
+            raise StopEvaluation("spec:unknown_target", str(e)) from None
+
+    def prepare(self) -> None:
+        super().prepare()
+        self.world = int(self.spec.world_size or self.target.world_size)
+        self.report.world_size = self.world
+        self.report.isolation = {"sandboxed": False, "note": "multi-process ranks run as the worker's user (runner.py)"}
+        if self.on_gpu and torch.cuda.device_count() < self.world:
+            reason = f"needs {self.world} GPUs, this worker has {torch.cuda.device_count()}"
+            for name in ("guard", "verify", "benchmark"):
+                self.put(name, {"status": "unavailable", "reason": reason})
+            raise StopEvaluation("worker:needs_gpus", reason)
+
+    def sweep(self) -> None:
+        pass  # rank scratch dirs go with their evaluation (the ranks are the worker's own processes)
+
+    def start_bench_child(self):
+        return None  # the ranks start when the benchmark does
+
+    def verify(self) -> VerifyStage:
+        shapes = self.target.verify_shapes(self.profile, self.seed)
+        t = self.begin("verify", shapes=len(shapes))
+        entry = verify_ranks(self.target, shapes=shapes, seed=self.seed, device=self.device, world=self.world,
+                             scratch=self.scratch_root, source=self.spec.source, info=self.info,
+                             profile=self.profile, timeout_s=self.verify_timeout_s())
+        return self.end("verify", t, entry)
+
+    def benchmark(self) -> BenchmarkStage:
+        shapes = self.target.benchmark_shapes(self.profile)
+        t = self.begin("benchmark", shapes=len(shapes))
+        path = _write(self.scratch_root, "candidate_bench.py", self.spec.source)
+        inc = self.spec.incumbent_source
+        inc_path = _write(self.scratch_root, "incumbent.py", inc) if inc else None
+        cfg = _cfg(self.target, self.info, "cuda", "bench", shapes, self.profile, self.world, path,
+                   self.scratch_root, inc_path)
+        before = hardware.fingerprint()
+        run = run_ranks(cfg, seed=self.seed, timeout_s=BENCH_TIMEOUT_S[self.profile])
+        after = hardware.fingerprint()
+        ceil = self.spec.ceilings  # measured link rate (bench/allreduce_h200x2.py); none claimed otherwise
+        findings, per_shape, summary, claimed_s = bench_results(merge_ranks(run.messages), self.target, ceil,
+                                                                run.wall_s)
+        for m in run.of("fatal"):
+            findings.append({"code": m.get("code", "harness:fatal"), "message": m.get("message", "")})
+        findings += _run_findings(run, "benchmark") if not findings else []
+        status = "fail" if findings else ("pass" if len(per_shape) == len(shapes) else "error")
+        self.report.summary = Summary.from_dict(summary, "summary")
+        return self.end("benchmark", t, {
+            "status": status, "shapes": per_shape, "findings": dedupe(findings),
+            "clocks_before": clocks(before), "clocks_after": clocks(after), "ranks_wall_s": round(run.wall_s, 3),
+            "claimed_gpu_s": round(claimed_s, 4), "ceilings": ceil})
 
 
-def _evaluate(spec: dict, report: dict, stages) -> None:
-    try:
-        target = get_multi_process_target(spec.get("target") or "")
-    except KeyError as e:
-        report["verdict"] = {"status": "error", "complete": False, "reasons": ["spec:unknown_target"], "message": str(e)}
-        return
-    device = _device()
-    world = int(spec.get("world_size") or target.world_size)
-    mode = "gpu" if device == "cuda" else "cpu"
-    profile = spec.get("profile") if spec.get("profile") in ("smoke", "full") else "smoke"
-    effective = profile if mode == "gpu" else "smoke"
-    seed = int(spec["seed"]) if spec.get("seed") is not None else secrets.randbits(63)
-    report.update(target_version=target.version, mode=mode, profile=profile, profile_effective=effective,
-                  hardware=hardware.fingerprint(), world_size=world)
-    if device == "cuda" and torch.cuda.device_count() < world:
-        reason = f"needs {world} GPUs, this worker has {torch.cuda.device_count()}"
-        for name in ("guard", "verify", "benchmark"):
-            stages.put(name, {"status": "unavailable", "reason": reason})
-        report["verdict"] = {"status": "error", "complete": False, "reasons": ["worker:needs_gpus"], "message": reason}
-        return
-    source = spec.get("source") or ""
-    t = stages.start("guard")
-    findings, info = check_candidate(source, target)
-    stages.end("guard", t, {"status": "fail" if findings else "pass", "findings": findings, "dsl": info["dsl"],
-                            "kernels": info["kernels"]})
-    if findings:
-        for name in ("verify", "benchmark"):
-            stages.put(name, {"status": "skipped", "reason": "guard failed"})
-        single._finish(report, target, stages)
-        return
-    scratch = Path(tempfile.mkdtemp(prefix="ark-dist-"))
-    try:
-        entry = _verify(spec, stages, target, source, info, device, effective, seed, world, scratch)
-        if mode == "cpu":
-            stages.put("benchmark", {"status": "unavailable", "reason": "timings need GPU workers"})
-        elif entry["status"] != "pass":
-            stages.put("benchmark", {"status": "skipped", "reason": "verification failed"})
-        else:
-            _benchmark(spec, report, stages, target, source, info, effective, seed, world, scratch)
-        single._finish(report, target, stages)
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+def evaluate_distributed(spec: EvaluationSpec | dict, *, on_progress=None) -> dict:
+    """The multi-process pipeline on one candidate; the report as JSON-ready data. Never raises for a bad
+    candidate."""
+    return to_json(DistributedEvaluation(spec, on_progress=on_progress).run())
 
 
 def _cfg(target, info, device, mode, shapes, profile, world, path, scratch, incumbent_path=None) -> dict:
@@ -247,15 +238,6 @@ def judge_shape(target: DistributedTarget, shape: dict, index: int, seed: int, o
             "findings": findings}
 
 
-def _verify(spec, stages, target, source, info, device, profile, seed, world, scratch) -> dict:
-    shapes = target.verify_shapes(profile, seed)
-    t = stages.start("verify", shapes=len(shapes))
-    timeout = float(spec.get("verify_timeout_s") or VERIFY_TIMEOUT_S["cpu" if device == "cpu" else profile])
-    entry = verify_ranks(target, shapes=shapes, seed=seed, device=device, world=world, scratch=scratch,
-                         source=source, info=info, profile=profile, timeout_s=timeout)
-    return stages.end("verify", t, entry)
-
-
 def verify_ranks(target: DistributedTarget, *, shapes: list[dict], seed: int, device: str, world: int, scratch: Path,
                  source: str | None = None, info: dict | None = None, profile: str = "smoke",
                  timeout_s: float = 240.0) -> dict:
@@ -296,28 +278,5 @@ def verify_ranks(target: DistributedTarget, *, shapes: list[dict], seed: int, de
     status = "fail" if findings else ("pass" if per_shape and all(e["pass"] for e in per_shape) else "error")
     if status == "error":
         findings.append({"code": "verify:incomplete", "message": "a shape was not judged"})
-    return {"status": status, "shapes": per_shape, "findings": single._dedupe(findings), "ranks_env": env,
+    return {"status": status, "shapes": per_shape, "findings": dedupe(findings), "ranks_env": env,
             "ranks_wall_s": round(run.wall_s, 3)}
-
-
-def _benchmark(spec, report, stages, target, source, info, profile, seed, world, scratch) -> None:
-    shapes = target.benchmark_shapes(profile)
-    t = stages.start("benchmark", shapes=len(shapes))
-    path = _write(scratch, "candidate_bench.py", source)
-    inc = _write(scratch, "incumbent.py", spec["incumbent_source"]) if spec.get("incumbent_source") else None
-    cfg = _cfg(target, info, "cuda", "bench", shapes, profile, world, path, scratch, inc)
-    before = hardware.fingerprint()
-    run = run_ranks(cfg, seed=seed, timeout_s=BENCH_TIMEOUT_S[profile])
-    after = hardware.fingerprint()
-    merged = merge_ranks(run.messages)
-    ceil = spec.get("ceilings")  # measured link rate (bench/allreduce_h200x2.py); none claimed otherwise
-    findings, per_shape, summary, claimed_s = bench_results(merged, target, ceil, run.wall_s)
-    for m in run.of("fatal"):
-        findings.append({"code": m.get("code", "harness:fatal"), "message": m.get("message", "")})
-    findings += _run_findings(run, "benchmark") if not findings else []
-    status = "fail" if findings else ("pass" if len(per_shape) == len(shapes) else "error")
-    report["summary"] = summary
-    stages.end("benchmark", t, {"status": status, "shapes": per_shape, "findings": single._dedupe(findings),
-                                "clocks_before": single._clocks(before), "clocks_after": single._clocks(after),
-                                "ranks_wall_s": round(run.wall_s, 3), "claimed_gpu_s": round(claimed_s, 4),
-                                "ceilings": ceil})

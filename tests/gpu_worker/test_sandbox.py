@@ -222,7 +222,7 @@ def test_cancel_kills_a_child_waiting_at_its_gate_and_what_it_forked(start_gated
     assert run.cancelled and not run.timed_out and run.released_s is None
     assert run.protections.get("escaped_processes_killed", 0) >= 1
     assert not _alive(seen["hello"][1]["pid"])
-    assert evaluate_module._crash_findings(run, "benchmark") == []
+    assert evaluate_module.crash_findings(run, "benchmark") == []
 
 
 class _FakeBenchChild:
@@ -255,16 +255,16 @@ def gpu_plumbing(monkeypatch):
     fake = _FakeBenchChild()
     outcome = {}
 
-    def verify(spec, report, stages, *args):
+    def verify(self):
         assert fake.started.wait(10)  # the bench child was started before verify ran
-        t = stages.start("verify")
+        t = self.begin("verify")
         outcome["gate_or_cancel_during_verify"] = fake.gate.is_set() or fake.cancel.is_set()
         if outcome["status"] == "raise":
             raise RuntimeError("referee broke")
-        return stages.end("verify", t, {"status": outcome["status"]})
+        return self.end("verify", t, {"status": outcome["status"]})
 
     monkeypatch.setattr(evaluate_module, "_device", lambda: "cuda")
-    monkeypatch.setattr(evaluate_module, "_verify", verify)
+    monkeypatch.setattr(evaluate_module.Evaluation, "verify", verify)
     monkeypatch.setattr(sandbox, "run_child", fake)
 
     def run(status):
