@@ -32,6 +32,7 @@ def attempt_fence(broker_url: str):
     None when the broker is not Redis."""
     if not broker_url.startswith(("redis://", "rediss://", "unix://")):
         return None
+    # local: this module is imported by both halves and the CLI; only a Redis broker needs the client
     import redis
 
     return redis.Redis.from_url(broker_url, socket_timeout=2)

@@ -23,8 +23,8 @@ from loop.models import (
     Thesis,
     Worker,
 )
+from loop.services.candidates import OPEN
 
-IN_FLIGHT = (Candidate.Status.PROPOSED, Candidate.Status.QUEUED, Candidate.Status.RUNNING)
 OUTCOMES = ("kept", "reverted", "vetoed", "error", "awaiting_review", "in_flight")
 
 
@@ -44,7 +44,7 @@ def last_seq() -> int:
 # --- runs and their progress ---------------------------------------------------------------------------
 
 def outcome_of(candidate: Candidate) -> str:
-    return "in_flight" if candidate.status in IN_FLIGHT else candidate.status
+    return "in_flight" if candidate.status in OPEN else candidate.status  # waiting to be sent counts too
 
 
 def run_progress(run: Run) -> dict:
@@ -53,7 +53,7 @@ def run_progress(run: Run) -> dict:
                          for row in run.candidates.order_by().values("status").annotate(n=Count("id"))})
     outcomes = Counter()
     for status, n in by_status.items():
-        outcomes["in_flight" if status in IN_FLIGHT else status] += n
+        outcomes["in_flight" if status in OPEN else status] += n
     total = sum(by_status.values())
     gpu_minutes = (run.gpu_seconds_used or 0.0) / 60.0
 

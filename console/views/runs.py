@@ -10,8 +10,9 @@ from console import charts
 from console.diffs import render_diff, render_source, unified_diff
 from console.forms import ApproveForm, PromoteForm, VetoForm, format_routes
 from console.views.common import error_text
-from loop import selectors
+from loop import ranges, selectors
 from loop.models import Candidate, Run
+from loop.services import decisions, deployments
 from loop.services.runs import run_pause, run_resume, run_stop
 
 # The actions a run page may post, each to one service: a name outside this table is refused.
@@ -52,8 +53,6 @@ def run_action(request, pk, action):
 
 def _promote_initial(state: dict) -> tuple[str, dict | None, str]:
     """Routes prefilled from range analysis of the candidate's report along the target's axis."""
-    from loop import ranges
-
     if not state["shapes"] or not state["axis"]:
         return "", None, ""
     try:
@@ -104,8 +103,6 @@ def _back(request, candidate):
 
 @require_POST
 def candidate_approve(request, pk):
-    from loop.services import decisions
-
     candidate = get_object_or_404(Candidate, pk=pk)
     form = ApproveForm(request.POST)
     if not form.is_valid():
@@ -122,8 +119,6 @@ def candidate_approve(request, pk):
 
 @require_POST
 def candidate_veto(request, pk):
-    from loop.services import decisions
-
     candidate = get_object_or_404(Candidate, pk=pk)
     form = VetoForm(request.POST)
     if not form.is_valid():
@@ -140,8 +135,6 @@ def candidate_veto(request, pk):
 
 @require_POST
 def candidate_promote(request, pk):
-    from loop.services import deployments
-
     candidate = get_object_or_404(Candidate.objects.select_related("run__thesis__target"), pk=pk)
     form = PromoteForm(request.POST, user=request.user)
     if form.is_valid():

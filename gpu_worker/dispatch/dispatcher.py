@@ -13,7 +13,7 @@ from pathlib import Path
 
 from gpu_worker.serving_config import RouteTable, ServingConfigError, parse_serving_config
 from gpu_worker.dispatch.default import default_topk
-from gpu_worker.dispatch.loader import CandidateLoadError, load_candidate_module, triton_kernel_names
+from gpu_worker.dispatch.loader import CandidateLoadError, load_candidate_module, source_hash, triton_kernel_names
 
 
 @dataclass(frozen=True)
@@ -123,8 +123,6 @@ def single_kernel_config(
     version: int = 1,
 ) -> dict:
     """A config routing every axis value to one candidate (what the e2e gate serves)."""
-    from gpu_worker.dispatch.loader import source_hash
-
     return {
         "schema": "ark.serving/1",
         "target": target,

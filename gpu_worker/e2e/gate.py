@@ -159,6 +159,7 @@ def _interpreter_problem() -> str | None:
     if "triton" not in sys.modules:
         os.environ["TRITON_INTERPRET"] = "1"
         return None
+    # local: importing triton.language fixes interpreter mode for the process, so only once it is loaded
     from triton.language import standard
 
     if type(standard.cumsum).__name__ != "InterpretedFunction":
@@ -280,6 +281,7 @@ def bootstrap_ratio(base_ms, cand_ms, resamples: int, seed: int = 0):
 
 
 def profiled_kernel_names(graph) -> set[str]:
+    # local: the profiler loads CUPTI; a CPU-mode worker never gets here
     from torch.profiler import ProfilerActivity, profile
 
     torch.cuda.synchronize()

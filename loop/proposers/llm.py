@@ -131,7 +131,7 @@ def _redact(text: str) -> str:
 
 
 def propose(run: Run) -> Candidate | None:
-    from openai import OpenAI
+    from openai import OpenAI  # local: only an LLM run needs the client, and it is slow to import
 
     conf = endpoint(run)
     messages, skill_keys = build_messages(run)
