@@ -4,14 +4,19 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import uuid
 from pathlib import Path
 
+from .contract import Report, from_json
+from .hardware import fingerprint
+from .queues import gpu_queue
+from .target_catalog import CATALOG
+
 
 def _cmd_targets(args) -> int:
-    from .targets import TARGETS
-    rows = [t.describe() for t in TARGETS.values()]
+    rows = [t.describe() for t in CATALOG.values()]
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
@@ -22,40 +27,43 @@ def _cmd_targets(args) -> int:
     return 0
 
 
-def _summary_lines(report: dict) -> list[str]:
-    v = report.get("verdict", {})
-    lines = [f"{report.get('target')} [{report.get('mode')}, {report.get('profile_effective', report.get('profile'))}]: "
-             f"{v.get('status')}" + (f" ({', '.join(v.get('reasons', []))})" if v.get("reasons") else "")]
+def _interval(ci) -> str:
+    return f"[{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "[not measured]"
+
+
+def _us(value) -> str:
+    return f"{value:.1f}" if value is not None else "not measured"
+
+
+def _summary_lines(report: Report) -> list[str]:
+    v = report.verdict
+    lines = [f"{report.target} [{report.mode}, {report.profile_effective or report.profile}]: {v.status}"
+             + (f" ({', '.join(v.reasons)})" if v.reasons else "")]
     for name in ("guard", "verify", "benchmark", "e2e"):
-        st = report.get("stages", {}).get(name)
-        if not st:
+        st = report.stage(name)
+        if st is None:
             continue
-        extra = st.get("reason") or "; ".join(f"{f['code']}" + (f" (line {f['line']})" if f.get("line") else "")
-                                             for f in st.get("findings", [])[:5])
-        lines.append(f"  {name:9s} {st.get('status'):12s} {st.get('seconds', 0) or 0:6.1f}s  {extra}")
-    bench = report.get("stages", {}).get("benchmark", {})
-    for s in bench.get("shapes", []) if isinstance(bench.get("shapes"), list) else []:
-        if "ratio" in s:
-            c, i = s["candidate"], s["incumbent"]
-            shape = json.dumps({k: v for k, v in s["shape"].items() if k in ("rows", "n_ctx", "tokens", "hidden")})
-            if c.get("mean_us") is None:  # a report from before the tail-aware benchmark: medians only
-                timing = f" cand median {c['median_us']:.1f} us, inc median {i['median_us']:.1f} us,"
-            else:
-                timing = (f" cand mean {c['mean_us']:.1f} p99 {c['p99_us']:.1f} (slow {c['slow_fraction']:.0%}),"
-                          f" inc mean {i['mean_us']:.1f} p99 {i['p99_us']:.1f},")
-            lines.append(f"    {shape}{' held out' if s.get('held_out') else ''}{timing}"
-                         f" ratio {s['ratio']:.3f} [{s['ratio_ci95'][0]:.3f}, {s['ratio_ci95'][1]:.3f}],"
-                         f" A/A {s['noise_aa']:.3f}, floor {(s.get('floor_fraction') or 0):.2f}")
-    summ = report.get("summary") or {}
-    if summ.get("geomean_speedup"):
-        lo, hi = summ["geomean_ci95"]
-        lines.append(f"  geomean speedup {summ['geomean_speedup']:.3f} [{lo:.3f}, {hi:.3f}]")
-    lines.append(f"  wall {report.get('wall_s', 0):.1f}s")
+        extra = st.reason or "; ".join(f.code + (f" (line {f.line})" if f.line else "") for f in st.findings[:5])
+        lines.append(f"  {name:9s} {st.status:12s} {st.seconds or 0:6.1f}s  {extra}")
+    bench = report.stages.benchmark
+    for s in bench.shapes if bench else []:
+        if s.ratio is None:
+            continue
+        c, i = s.candidate, s.incumbent
+        shape = json.dumps({k: v for k, v in s.shape.items() if k in ("rows", "n_ctx", "tokens", "hidden")})
+        timing = (f" cand {s.ratio_of} {_us(getattr(c, s.ratio_of + '_us'))} p99 {_us(c.p99_us)},"
+                  f" inc {s.ratio_of} {_us(getattr(i, s.ratio_of + '_us'))} p99 {_us(i.p99_us)},")
+        lines.append(f"    {shape}{' held out' if s.held_out else ''}{timing} ratio of {s.ratio_of}s {s.ratio:.3f}"
+                     f" {_interval(s.ratio_ci95)}, A/A {_interval(s.aa_ci95)}, floor {(s.floor_fraction or 0):.2f}")
+    if report.summary.geomean_speedup:
+        lines.append(f"  geomean speedup {report.summary.geomean_speedup:.3f} {_interval(report.summary.geomean_ci95)}")
+    lines.append(f"  wall {report.wall_s or 0:.1f}s")
     return lines
 
 
 def _cmd_evaluate(args) -> int:
-    from .pipeline import evaluate
+    from .pipeline import evaluate  # local: torch and the targets load only for the commands that run kernels
+
     source = Path(args.candidate).read_text()
     incumbent = Path(args.incumbent).read_text() if args.incumbent else None
     spec = {"candidate_id": args.candidate_id or f"cli-{uuid.uuid4().hex[:8]}", "attempt": 1, "target": args.target,
@@ -72,23 +80,18 @@ def _cmd_evaluate(args) -> int:
         Path(args.out).write_text(json.dumps(report, indent=2))
     else:
         print(json.dumps(report, indent=2))
-    print("\n".join(_summary_lines(report)), file=sys.stderr)
-    return 0 if report.get("verdict", {}).get("status") == "pass" else 1
+    print("\n".join(_summary_lines(from_json(report))), file=sys.stderr)
+    return 0 if report["verdict"]["status"] == "pass" else 1
 
 
 def _cmd_worker(args) -> int:
     """A GPU worker for one GPU: Celery, solo pool (CUDA cannot be used in a forked child)."""
-    import os
-
-    from .hardware import fingerprint
-    from .queues import gpu_queue
-
     hardware = args.hardware or os.environ.get("ARK_HARDWARE") or fingerprint()["kind"]
     os.environ["ARK_HARDWARE"] = hardware
     if hardware == "cpu":
         os.environ.setdefault("TRITON_INTERPRET", "1")
         os.environ.setdefault("CUTE_DSL_ARCH", "sm_90a")
-    from .celery_app import app
+    from .celery_app import app  # local: after ARK_HARDWARE and the interpreter settings are in place
 
     app.worker_main(["worker", "-Q", gpu_queue(hardware), "--pool=solo", "--loglevel=INFO",
                      "-n", args.name or f"gpu-{hardware}@%h"])
@@ -120,7 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.func in (_cmd_evaluate, _cmd_worker):
-        from .pipeline.sandbox import scrub_environ_block
+        from .pipeline.sandbox import scrub_environ_block  # local: `targets` runs without torch
 
         scrub_environ_block()  # before any candidate runs: /proc/<this pid>/environ shows nothing
     return args.func(args)

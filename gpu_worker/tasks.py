@@ -9,6 +9,7 @@ import time
 from celery import signals
 
 from gpu_worker.celery_app import BROKER_URL, app, send_to_loop
+from gpu_worker.contract import Report, Verdict, to_json
 from gpu_worker.hardware import fingerprint
 from gpu_worker.pipeline.sandbox import isolation_summary
 from gpu_worker.queues import Task, attempt_fence, attempt_key
@@ -37,6 +38,7 @@ def ping(ping_id: int) -> None:
 
 @app.task(name=Task.GPU_EVALUATE)
 def evaluate(spec: dict) -> None:
+    # local: the pipeline pulls in torch and the targets, which a worker that only pings never needs
     from gpu_worker.pipeline import evaluate as run_pipeline
 
     candidate_id, attempt = spec["candidate_id"], spec["attempt"]
@@ -55,11 +57,9 @@ def evaluate(spec: dict) -> None:
             report = run_pipeline(spec, on_progress=on_progress)
         except Exception as exc:  # the pipeline reports bad candidates itself; this is a harness fault
             log.exception("pipeline failed for candidate %s", candidate_id)
-            report = {
-                "schema": "ark.report/1", "candidate_id": candidate_id, "attempt": attempt,
-                "target": spec.get("target"), "stages": {},
-                "verdict": {"status": "error", "reasons": ["error:harness"], "message": repr(exc)},
-            }
+            report = to_json(Report(candidate_id=candidate_id, attempt=attempt, target=spec.get("target"),
+                                    verdict=Verdict(status="error", reasons=["harness:exception"],
+                                                    message=repr(exc))))
         _send_report(candidate_id, attempt, identity["name"], report)
     finally:
         _running.pop(candidate_id, None)
