@@ -258,3 +258,49 @@ def test_a_candidate_that_tampers_at_capture_is_reported_by_the_benchmark(fake_c
     assert len(calls) >= 2 * len(messages)  # after the candidate's capture and after each replay block
     for m in messages:
         assert [f["code"] for f in m["findings"]] == ["guard:tamper"]  # reported once per shape, not per check
+
+
+def _bench_codes(candidate) -> set[str]:
+    sink = Sink()
+    bench_child.benchmark({"profile": "smoke", "shapes": SHAPES[:1]}, sink, RMS, candidate, RMS.baseline,
+                          RMS.baseline, seed=5, perf=time.perf_counter)
+    return {f["code"] for m in sink.messages if m["type"] == "bench_shape" for f in m["findings"]}
+
+
+def _wrong(x, residual, weight, eps):
+    out = RMS.baseline(x, residual, weight, eps)
+    return tuple(t + 1 for t in out) if isinstance(out, tuple) else out + 1
+
+
+def test_the_benchmark_side_exploit_families_fail_on_the_cpu_replica(fake_cuda):
+    """Each family of tests/redteam/candidates/bench_* as a plain function; the fake graph calls the function
+    again on every replay, as a real graph replays the kernels its one captured call launched."""
+    calls, memo, start = [], {}, time.perf_counter()
+
+    def nth_call(*a):  # exact for the first calls (the warm-up and capture), then wrong
+        calls.append(1)
+        return _wrong(*a) if len(calls) > 3 else RMS.baseline(*a)
+
+    def after_a_while(*a):  # exact until the timed replays are under way
+        return _wrong(*a) if time.perf_counter() - start > 0.05 else RMS.baseline(*a)
+
+    def pointer_memo(*a):  # the answer of the first inputs seen at these buffers, kept for those buffers
+        key = a[0].data_ptr()
+        memo.setdefault(key, [t.clone() for t in as_outputs(RMS.baseline(*a))])
+        return tuple(memo[key])
+
+    skipped = []
+
+    def skips_calls(*a):  # every other call returns the previous answer without computing
+        if skipped and len(skipped) % 2 == 0:
+            skipped.append(skipped[-1])
+        else:
+            skipped.append([t.clone() for t in as_outputs(RMS.baseline(*a))])
+        return tuple(skipped[-1])
+
+    assert _bench_codes(nth_call) & {"bench:wrong_output"}
+    start = time.perf_counter()
+    assert _bench_codes(after_a_while) & {"bench:wrong_output"}
+    assert _bench_codes(pointer_memo) & {"bench:stale_output"}
+    assert _bench_codes(skips_calls) & {"bench:stale_output", "bench:wrong_output"}
+    assert not _bench_codes(_candidate) & {"bench:stale_output", "bench:wrong_output"}  # honest stays clean
