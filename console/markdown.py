@@ -1,4 +1,4 @@
-"""Markdown for theses and skills: raw HTML off at parse time, then sanitised with nh3 (REFERENCE §7)."""
+"""Markdown for theses and skills: raw HTML off at parse time, then sanitised with nh3 (docs/architecture.md)."""
 
 import nh3
 from django.utils.safestring import SafeString, mark_safe

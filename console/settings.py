@@ -89,7 +89,7 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / f"test-ark-{os.getpid()}.sqlite3")}
 else:
     DATABASES["default"]["TEST"] = {"NAME": f"test_{DATABASES['default']['NAME']}_{os.getpid()}"}
-    # Under ASGI each request may run in a new thread: no persistent connections (REFERENCE §7).
+    # Under ASGI each request may run in a new thread: no persistent connections (docs/architecture.md).
     DATABASES["default"]["CONN_MAX_AGE"] = 0
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -108,7 +108,7 @@ CELERY_TASK_DEFAULT_QUEUE = LOOP_QUEUE
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_ACKS_LATE = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
-# Above the longest task (a full evaluation is minutes); REFERENCE §7.
+# Above the longest task (a full evaluation is minutes); docs/architecture.md.
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
 
 AUTH_PASSWORD_VALIDATORS = [

@@ -1,6 +1,6 @@
 """Push committed events to browsers over the channel layer.
 
-At most once (REFERENCE §7): every message carries the event's sequence number, and a page that
+At most once (docs/architecture.md, Reliability of the messages): every message carries the event's sequence number, and a page that
 sees a gap or reconnects re-reads its state over HTTP.
 """
 

@@ -1,4 +1,4 @@
-"""ark's domain objects (DESIGN.md). State changes go through loop/services, never save() here."""
+"""ark's domain objects (docs/domain.md). State changes go through loop/services, never save() here."""
 
 from django.conf import settings
 from django.db import models

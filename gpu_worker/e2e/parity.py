@@ -1,6 +1,6 @@
 """Output parity between a candidate's decode step and the default's.
 
-Selections are compared as sets (REFERENCE.md §1): with kth the row's k-th largest valid logit,
+Selections are compared as sets (docs/figures.md, Checking a top-k): with kth the row's k-th largest valid logit,
 every selected index is unique and inside the row's valid length, every selected value is >= kth,
 the number selected strictly above kth equals the number in the row, and the rest is -1. That
 is "agrees with the default except among ties at the boundary" without trusting torch.topk's

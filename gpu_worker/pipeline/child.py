@@ -113,11 +113,11 @@ def main() -> None:
         if cfg.get("device") == "cuda":
             import torch
 
-            # Landlock goes on after CUDA init, the order seen working on an H200 (REFERENCE.md §6);
+            # Landlock goes on after CUDA init, the order seen working on an H200 (docs/harness.md, The processes);
             # the candidate is imported later, under it, either way.
             torch.empty(1, device="cuda")
         if cfg.get("scratch"):
-            # /dev: GPU device files and /dev/shm; /proc stays writable on a GPU (REFERENCE.md §6),
+            # /dev: GPU device files and /dev/shm; /proc stays writable on a GPU (docs/harness.md, The processes),
             # CPU mode needs only its own /proc/<pid>.
             proc = "/proc" if cfg.get("device") == "cuda" else os.path.realpath("/proc/self")
             limits["landlock"] = (_landlock([cfg["scratch"], "/dev", proc]) if cfg.get("landlock", True)

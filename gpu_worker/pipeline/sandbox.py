@@ -190,7 +190,7 @@ def child_rlimits(device: str, timeout_s: float) -> dict:
     limits = {"RLIMIT_CORE": 0, "RLIMIT_FSIZE": _env_int("ARK_CHILD_FSIZE_BYTES", 8 << 30), "RLIMIT_NOFILE": 4096,
               "RLIMIT_CPU": int(timeout_s * 4 + 60)}
     if device == "cpu":
-        limits["RLIMIT_AS"] = 48 << 30  # CUDA needs a huge address space (REFERENCE §6); CPU mode does not
+        limits["RLIMIT_AS"] = 48 << 30  # CUDA needs a huge address space (docs/isolation.md); CPU mode does not
     return {k: v for k, v in limits.items() if hasattr(resource, k)}
 
 

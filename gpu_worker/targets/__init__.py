@@ -1,4 +1,4 @@
-"""Registry of targets: the operations a candidate may speed up (DESIGN.md, Contracts)."""
+"""Registry of targets: the operations a candidate may speed up (docs/harness.md, What the harness is given)."""
 
 from .add_rmsnorm import TARGET as ADD_RMSNORM
 from .base import Shape, TargetSpec

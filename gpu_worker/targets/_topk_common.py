@@ -1,4 +1,4 @@
-"""Set semantics for top-k outputs shared by dsa_topk and dsa_indexer_topk (REFERENCE.md §1)."""
+"""Set semantics for top-k outputs shared by dsa_topk and dsa_indexer_topk (docs/figures.md, Checking a top-k)."""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ the same on every rank (tensor parallelism); each rank returns (h, y) with
 h = bf16(sum_r x_r) + residual (bf16) and y = rmsnorm(h) * weight (bf16).
 
 The operating axis is the message size in bytes (1 KB to 64 MB), the axis a serving config routes
-on (small messages to a one-shot kernel, the rest to NCCL; REFERENCE.md §2).
+on (small messages to a one-shot kernel, the rest to NCCL; docs/figures.md).
 
 These targets do not fit the single-process pipeline (gpu_worker/pipeline/evaluate.py): inputs
 are per rank, the reference needs every rank's inputs, and a candidate needs a communicator. So

@@ -165,7 +165,7 @@ def check(output, inputs: tuple, ref: dict) -> tuple[bool, float, str]:
 
 
 def baseline(q, k_index, weights, lengths, k):
-    """Torch with f32 logits. A bf16-output matmul (REFERENCE §3: 3.0 ms at 64 x 128K) rounds the logits
+    """Torch with f32 logits. A bf16-output matmul (docs/figures.md: 3.0 ms at 64 x 128K) rounds the logits
     to bf16 and fails this target's check at the k-th boundary, so it cannot be the default."""
     return tc.torch_masked_topk(scores(q, k_index, weights, torch.float32), lengths, k)
 

@@ -1,2 +1,2 @@
 """Every state change of the domain is a function here: `<entity>_<action>(*, ...)`, one transaction,
-one Event (CONVENTIONS.md)."""
+one Event (docs/conventions.md)."""

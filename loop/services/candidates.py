@@ -31,7 +31,7 @@ MAX_SOURCE_BYTES = 64 * 1024
 # Sent to a GPU worker and not yet reported; OPEN adds those still waiting to be sent.
 IN_FLIGHT = (Candidate.Status.QUEUED, Candidate.Status.RUNNING)
 OPEN = (Candidate.Status.PROPOSED, *IN_FLIGHT)
-# Decorators that show a kernel is written in each DSL (DESIGN.md, Contracts: Candidate).
+# Decorators that show a kernel is written in each DSL (docs/harness.md, What the harness is given).
 DSL_DECORATORS = {
     "triton": {"triton.jit", "jit", "triton.autotune", "triton.heuristics"},
     "cute": {"cute.kernel", "cute.jit", "cutlass.cute.kernel", "cutlass.cute.jit"},

@@ -30,7 +30,7 @@ def as_dana(dana):
 
 @pytest.fixture
 def people(as_alice, as_bob, as_charlie):
-    """owner, reviewer and stranger (CONVENTIONS.md)."""
+    """owner, reviewer and stranger (docs/conventions.md, Tests)."""
     return {"owner": as_alice, "reviewer": as_bob, "stranger": as_charlie}
 
 

@@ -1,4 +1,4 @@
-"""The targets' checks accept every valid answer and catch wrong ones (REFERENCE.md §1)."""
+"""The targets' checks accept every valid answer and catch wrong ones (docs/figures.md, Checking a top-k)."""
 
 import itertools
 

@@ -3,7 +3,7 @@
 Built to the schema, for cases the committed H200 reports (tests/loop/test_h200_measurements.py)
 do not cover; they follow it as gpu_worker/pipeline writes it (stages
 guard/verify/benchmark/e2e, benchmark.shapes[], e2e.points[], summary, verdict). The figures
-are shaped after REFERENCE.md §3 (dsa_topk on an H200: torch.topk k=2048 M=4 x 32K ~106 us).
+are shaped after docs/figures.md (dsa_topk on an H200: torch.topk k=2048 M=4 x 32K ~106 us).
 """
 
 import copy

@@ -1,6 +1,6 @@
 """Range analysis of an all-reduce latency curve along the message size (issue 9), on synthetic data.
 
-The curve follows REFERENCE.md §2's shape: a one-shot kernel at about 6.2 us for small messages
+The curve follows the shape in docs/figures.md (byte floors): a one-shot kernel at about 6.2 us for small messages
 against NCCL's 18.1 us, each growing with the message at its own rate, crossing near 200 KB:
     one-shot(B) = 6.2 us + B / 14.7 KB/us,  NCCL(B) = 18.1 us + B / 100 KB/us.
 Synthetic, not measured: the H200 pair has not run (docs/allreduce.md).

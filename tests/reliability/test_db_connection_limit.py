@@ -104,7 +104,7 @@ def test_the_console_serves_again_once_the_load_is_gone(limited_database, start_
     try:
         held = lambda: admin.execute("SELECT count(*) FROM pg_stat_activity WHERE usename = %s",
                                      [limited_database["role"]]).fetchone()[0]
-        # No connection outlives its request (CONN_MAX_AGE=0 under ASGI, REFERENCE §7)...
+        # No connection outlives its request (CONN_MAX_AGE=0 under ASGI, docs/architecture.md, Settings that follow from this)...
         try:
             wait_until(lambda: held() == 0, timeout_s=20)
         except AssertionError:

@@ -126,7 +126,7 @@ def test_loop_worker_killed_between_report_and_broadcast(private_layers, start_l
     assert Evaluation.objects.filter(candidate=victim).count() == 1
     assert Event.objects.filter(type="candidate.reported", subject_id=str(victim.pk)).count() == 1
     # After the reconnect: events newer than the page's state, in order, none twice. The channel layer
-    # is at most once (REFERENCE §7): a push it dropped shows as a jump in seq (or a reconnect), on which
+    # is at most once (docs/architecture.md, Reliability of the messages): a push it dropped shows as a jump in seq (or a reconnect), on which
     # the page re-reads itself; the last re-read shows everything.
     later = list(Event.objects.filter(run_id=run.pk, pk__gt=last_seq).values_list("pk", flat=True))
     got = again.seqs()
