@@ -1,5 +1,5 @@
 """Shared fixtures: real Redis, the real database (SQLite or PostgreSQL via DATABASE_URL), real
-Celery workers in subprocesses, and the people of every permission test (CONVENTIONS.md):
+Celery workers in subprocesses, and the people of every permission test (docs/conventions.md, Tests):
 alice owns things and reviews, bob reviews, dana deploys, charlie is a viewer with no role."""
 
 import os
