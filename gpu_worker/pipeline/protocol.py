@@ -16,7 +16,7 @@ CANDIDATE_MARK = "[candidate text, not written by the harness]"
 # A line of /etc/shadow (name:hash:7 numeric or empty fields) and a crypt(3) hash anywhere.
 _SHADOW_LINE = re.compile(r"[^:\s]+:[^:\s]*:\d*:\d*:\d*:\d*:\d*:\d*:[^\n]*")
 _CRYPT_HASH = re.compile(r"\$(?:1|2[abxy]|5|6|y|gy|7|sha1|md5)\$[./A-Za-z0-9$]{8,}")
-_SECRET_NAME = re.compile(r"KEY|SECRET|TOKEN|PASS|PWD|CREDENTIAL|AUTH|COOKIE|SESSION|_URL$|DSN", re.I)
+_SECRET_NAME = re.compile(r"KEY|SECRET|TOKEN|PASS|CREDENTIAL|AUTH|COOKIE|SESSION|_URL$|DSN", re.I)  # not PWD: a directory
 
 
 def derive_seed(seed: int, *parts) -> int:

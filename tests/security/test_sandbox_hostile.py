@@ -18,6 +18,8 @@ import pytest
 from gpu_worker.pipeline import evaluate
 
 HOSTILE = Path(__file__).parent / "hostile"
+# What is tested is the sandbox, which a hostile child meets on its first shape: three shapes do.
+pytestmark = pytest.mark.usefixtures("few_verify_shapes")
 
 
 def _source(name: str, **placeholders) -> str:
@@ -181,3 +183,57 @@ def test_fake_pass_messages_on_stdout_stderr_and_fds_do_not_make_a_wrong_kernel_
 def test_a_candidate_that_forges_the_verify_conversation_from_inside_does_not_pass():
     report = _evaluate("forge_referee.py")
     assert report["verdict"]["status"] != "pass", report["verdict"]
+
+
+@pytest.mark.slow
+def test_a_file_left_in_dev_shm_does_not_outlive_the_child():
+    token = os.urandom(8).hex()
+    report = _evaluate("shm_stash.py", TOKEN=token)
+    assert not Path(f"/dev/shm/ark-hostile-{token}").exists()
+    iso = report["isolation"]
+    assert iso["private_shm"] or iso["shm_files_removed"] >= 1, iso
+
+
+@pytest.mark.slow
+def test_a_password_file_read_into_an_exception_does_not_reach_the_report(tmp_path):
+    salt, digest = os.urandom(6).hex(), os.urandom(24).hex()
+    shadow = tmp_path / "shadow"
+    shadow.write_text(f"ark:$6${salt}${digest}:19000:0:99999:7:::\n")
+    shadow.chmod(0o644)
+    tmp_path.chmod(0o755)
+    report = json.dumps(_evaluate("shadow_leak.py", SHADOW=shadow))
+    assert digest not in report and salt not in report
+    try:
+        real = [line.split(":")[1] for line in Path("/etc/shadow").read_text().splitlines() if line.count(":") >= 8]
+    except OSError:
+        real = []
+    for hashed in real:
+        if len(hashed) > 8:
+            assert hashed not in report
+    assert "candidate text" in report  # what came from the child is marked as such
+
+
+@pytest.mark.slow
+def test_a_candidate_sees_no_other_process_where_the_child_has_its_own_pid_namespace():
+    token = "ark-visible-" + os.urandom(6).hex()
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", token], start_new_session=True)
+    try:
+        report = _evaluate("proc_others.py")
+    finally:
+        other.kill()
+        other.wait()
+    if not report["isolation"]["pid_namespace"]:
+        pytest.skip("this host gives the child no PID namespace")
+    text = json.dumps(report)
+    assert token not in text and "PROCS " in text
+    count = int(text.split("PROCS ")[1].split()[0])
+    assert count <= 3, count  # the namespace's shell, the child, and what it forked
+
+
+@pytest.mark.slow
+def test_a_candidate_that_replaces_the_clocks_is_named_by_the_tamper_check():
+    report = _evaluate("tamper_clock.py")
+    findings = [f for shape in report["stages"]["verify"].get("shapes", []) for f in shape.get("findings", [])]
+    text = json.dumps(report)
+    assert "guard:tamper" in report["verdict"]["reasons"] or "guard:tamper" in text, report["verdict"]
+    assert "time.perf_counter" in text and "time.monotonic" in text, findings
