@@ -20,7 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from loop.policy import FASTER, RunPolicy, compare, judge  # noqa: E402
+from loop.policy import FASTER, RunPolicy, compare, judge
 
 
 def _shapes_of_report(path: Path) -> list[dict]:

@@ -19,7 +19,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from gpu_worker.pipeline import evaluate  # noqa: E402
+from gpu_worker.pipeline import evaluate
 
 CANDIDATES = ROOT / "tests/redteam/candidates"
 DEFAULT = ["graph_sync", "honest_topk_bisect", "honest_rmsnorm_twopass", "honest_indexer_f32", "cached_result",
@@ -66,7 +66,7 @@ def main(argv: list[str]) -> int:
             continue
         text = (CANDIDATES / f"{name}.py").read_text()
         doc = text.split('"""')[1]
-        m = re.search(r"^target: (\S+)", doc, re.M)
+        m = re.search(r"^target: (\S+)", doc, re.MULTILINE)
         target = m.group(1) if m else ("dsa_indexer_topk" if "indexer" in name else
                                        "add_rmsnorm" if "rmsnorm" in name else "dsa_topk")
         expect = re.search(r"expect: (\S+)", doc).group(1).split("|")

@@ -249,7 +249,7 @@ def _bench_shape(msg, target, shape, i, kernels, names, flush, persisting, n_set
             ends[name][j].record()
         _, outputs, _ = graphs["candidate"]
         result = outputs[0] if len(outputs) == 1 else tuple(outputs)
-        ok, err, message = target.check(result, fresh, target.reference(fresh))
+        ok, _, message = target.check(result, fresh, target.reference(fresh))
         if not ok:
             check_failures += 1
             was_stale = _same(outputs, previous)

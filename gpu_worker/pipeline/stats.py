@@ -33,7 +33,7 @@ def kernel_stats(times: list[float], seed: int = 0) -> dict:
             "mean_ci95_us": [float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))],
             "median_us": median, "ci95_us": median_ci(times, seed), "q1_us": float(q1), "q3_us": float(q3),
             "p99_us": float(p99), "min_us": float(x.min()), "max_us": float(x.max()),
-            "slow_fraction": float((x > SLOW_FACTOR * median).mean()), "calls": int(len(x))}
+            "slow_fraction": float((x > SLOW_FACTOR * median).mean()), "calls": len(x)}
 
 
 def paired_mean_ratio(a: list[float], b: list[float], seed: int = 0) -> dict:

@@ -6,7 +6,6 @@ the real CUDA-graph/event path runs only on a GPU (bench/run_h200_proof.sh)."""
 import time
 
 import pytest
-import torch
 
 from gpu_worker.pipeline import bench_child
 from gpu_worker.pipeline.bench_report import bench_results
@@ -161,7 +160,7 @@ def test_a_graph_that_copies_an_answer_computed_at_capture_is_stale(fake_cuda, m
 
 
 def test_a_slow_tail_shows_in_p99_and_the_slow_fraction(fake_cuda):
-    findings, shapes, *_ = bench_results([{
+    _, shapes, *_ = bench_results([{
         "type": "bench_shape", "index": 0, "shape": SHAPES[0], "findings": [], "rounds": 64, "input_sets": 64,
         "kernels": {"candidate": {"times_us": [10.0] * 62 + [600.0, 610.0]},
                     "incumbent": {"times_us": [40.0] * 64}, "incumbent_aa": {"times_us": [40.0] * 64}}}],
@@ -196,7 +195,7 @@ def test_collect_reports_turns_a_report_into_records_and_a_table(fake_cuda, tmp_
                                                   Path(__file__).resolve().parents[2] / "bench/collect_reports.py")
     collect = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(collect)
-    findings, shapes, summary, _ = bench_results(_run(), RMS, ceilings_for("h200"), wall_s=1e9)
+    _, shapes, summary, _ = bench_results(_run(), RMS, ceilings_for("h200"), wall_s=1e9)
     report = {"target": "add_rmsnorm", "hardware": {"gpu": "NVIDIA H200"}, "wall_s": 12.5, "summary": summary,
               "date": "2026-12-02T12:13:54+00:00",
               "verdict": {"status": "pass", "reasons": []},

@@ -4,11 +4,10 @@ The guard refuses the import; the benchmark also resets persisting L2 before eve
 target: dsa_topk
 expect: guard:forbidden_import|guard:native_code|guard:ctypes
 """
-from cuda import cudart
-
 import torch
 import triton
 import triton.language as tl
+from cuda import cudart
 
 
 @triton.jit
