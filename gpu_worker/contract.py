@@ -317,8 +317,8 @@ class Hardware(Record):
 
 @dataclass
 class Report(Record):
-    candidate_id: int | str | None
-    target: str | None
+    candidate_id: int | str | None = None
+    target: str | None = None
     schema: str = SCHEMA
     attempt: int = 1
     target_version: int | None = None

@@ -7,7 +7,9 @@ from django.conf import settings
 from django.db.models import Count, Max, Prefetch, Q
 from django.utils import timezone
 
+from gpu_worker.contract import STAGE_NAMES, ContractError, Report, from_json
 from gpu_worker.serving_config import AXES
+from loop import policy
 
 from loop.models import (
     Candidate,
@@ -164,34 +166,32 @@ def skill_texts():
 
 # --- reports -------------------------------------------------------------------------------------------
 
-def _first(mapping, *keys, default=None):
-    for key in keys:
-        if isinstance(mapping, dict) and mapping.get(key) is not None:
-            return mapping[key]
-    return default
+def read_report(report) -> Report | None:
+    """A stored report through the contract (a /1 report converted); None when it does not read, which the
+    pages show as no results rather than guessing at other spellings."""
+    if not report:
+        return None
+    try:
+        return from_json(report)
+    except ContractError:
+        return None
 
 
-def _stage(report: dict, name: str) -> dict:
-    stages = report.get("stages") if isinstance(report, dict) else None
-    found = (stages or {}).get(name)
-    if found is None and isinstance(report, dict):
-        found = report.get(name)
-    return found if isinstance(found, dict) else {}
+def benchmark_entries(report: dict) -> list[dict]:
+    """The benchmark's per-shape entries as the contract writes them (one spelling per field)."""
+    read = read_report(report)
+    bench = read.stages.benchmark if read else None
+    return [entry.to_dict() for entry in bench.shapes] if bench else []
 
 
-def _timing(entry: dict, name: str):
-    """(median_us, lo_us, hi_us) of `name` in one benchmark shape entry, None where not measured.
-
-    Reads either a nested {"median_us", "ci_us": [lo, hi]} or flat `<name>_median_us`, `<name>_ci_us`."""
-    nested = entry.get(name)
-    if isinstance(nested, dict):
-        median = _first(nested, "median_us", "median")
-        ci = _first(nested, "ci95_us", "ci_us", "ci95", "ci")
-    else:
-        median = _first(entry, f"{name}_median_us", f"{name}_us") if nested is None else nested
-        ci = _first(entry, f"{name}_ci95_us", f"{name}_ci_us", f"{name}_ci95", f"{name}_ci")
-    lo, hi = (ci if isinstance(ci, (list, tuple)) and len(ci) == 2 else (None, None))
-    return median, lo, hi
+def _timing(timing, statistic: str):
+    """(time_us, lo_us, hi_us) of one kernel for the statistic its shape's ratio is of; None where not measured."""
+    if timing is None:
+        return None, None, None
+    value = getattr(timing, f"{statistic}_us")
+    ci = timing.mean_ci95_us if statistic == "mean" else timing.ci95_us
+    lo, hi = ci if ci and len(ci) == 2 else (None, None)
+    return value, lo, hi
 
 
 def _shape_label(shape) -> str:
@@ -201,108 +201,94 @@ def _shape_label(shape) -> str:
 
 
 def benchmark_shapes(report: dict, axis: str | None = None) -> list[dict]:
-    """Per-shape timings of candidate, incumbent and default kernel, from report.benchmark.shapes."""
+    """Per-shape timings of candidate, incumbent and default kernel, from report.benchmark.shapes: means,
+    or medians in a report converted from ark.report/1 (`ratio_of` says which)."""
+    read = read_report(report)
+    bench = read.stages.benchmark if read else None
     rows = []
-    for entry in _stage(report, "benchmark").get("shapes") or []:
-        if not isinstance(entry, dict):
-            continue
-        shape = entry.get("shape", {})
-        x = shape.get(axis) if isinstance(shape, dict) and axis else None
-        if x is None and isinstance(shape, dict):
+    for entry in bench.shapes if bench else []:
+        shape = entry.shape
+        x = shape.get(axis) if axis else None
+        if x is None:
             x = next((v for v in shape.values() if isinstance(v, (int, float))), None)
-        cand, inc, base = _timing(entry, "candidate"), _timing(entry, "incumbent"), _timing(entry, "baseline")
-        if base[0] is None:
-            base = _timing(entry, "default")
-        ratio = _first(entry, "ratio")
-        ratio_ci = _first(entry, "ratio_ci95", "ratio_ci")
-        if cand[0] is not None and cand[1] is None and inc[0] is not None and isinstance(ratio_ci, (list, tuple)):
+        cand = _timing(entry.candidate, entry.ratio_of)
+        inc = _timing(entry.incumbent, entry.ratio_of)
+        default = _timing(entry.default, entry.ratio_of)
+        ratio, ratio_ci = entry.ratio, entry.ratio_ci95
+        if cand[0] is not None and cand[1] is None and inc[0] is not None and ratio_ci:
             # The harness gives the interval of the paired ratio; drawn around the candidate as incumbent x ratio.
             cand = (cand[0], inc[0] * ratio_ci[0], inc[0] * ratio_ci[1])
         rows.append({
-            "label": _shape_label(shape), "x": x, "candidate": cand, "incumbent": inc, "default": base,
-            "floor_us": _first(entry, "floor_us", "floor_median_us"),
+            "label": _shape_label(shape), "x": x, "held_out": entry.held_out, "ratio_of": entry.ratio_of,
+            "candidate": cand, "incumbent": inc, "default": default, "floor_us": entry.floor_us,
             "ratio": ratio, "speedup": (1.0 / ratio) if ratio else None,
-            "ratio_ci": ratio_ci if isinstance(ratio_ci, (list, tuple)) and len(ratio_ci) == 2 else None,
-            "floor_fraction": _first(entry, "floor_fraction", "fraction_of_floor"),
+            "ratio_ci": ratio_ci if ratio_ci and len(ratio_ci) == 2 else None,
+            "floor_fraction": entry.floor_fraction,
         })
     return rows
 
 
-def e2e_grid(report: dict) -> list[dict]:
-    """The e2e grid: per (batch, context) tokens/s both ways, the time ratio with its interval, parity."""
-    e2e = _stage(report, "e2e")
+def e2e_grid(report: dict, run_policy: policy.RunPolicy | None = None) -> list[dict]:
+    """The e2e grid: per (batch, context) tokens/s both ways, the tokens/s ratio with its interval, parity,
+    and the keep rule's reading of the point under the run's policy (loop/policy.py)."""
+    read = read_report(report)
+    e2e = read.stages.e2e if read else None
+    run_policy = run_policy or policy.RunPolicy()
     rows = []
-    for cell in e2e.get("points") or e2e.get("grid") or []:
-        if not isinstance(cell, dict):
-            continue
-        tps = cell.get("tokens_per_s") if isinstance(cell.get("tokens_per_s"), dict) else {}
-        base = _first(cell, "incumbent_tok_s", "default_tok_s") or _first(tps, "incumbent", "default")
-        cand = _first(cell, "candidate_tok_s") or _first(tps, "candidate")
-        ratio = _first(cell, "ratio")
+    for point in e2e.points if e2e else []:
+        base = point.incumbent_tok_s if point.incumbent_tok_s is not None else point.default_tok_s
+        cand, ratio = point.candidate_tok_s, point.ratio
         # ratio: candidate / baseline tokens per second, higher is better (gpu_worker/e2e/gate.py)
         delta = (cand / base - 1) if (base and cand is not None) else ((ratio - 1) if ratio else None)
-        ci = _first(cell, "ci95")
-        parity = cell.get("parity")
-        if isinstance(parity, dict):
-            parity = parity.get("ok")
-        rows.append({"batch": _first(cell, "batch"), "n_ctx": _first(cell, "context", "n_ctx"),
-                     "base": base, "candidate": cand, "ratio": ratio, "delta": delta,
-                     "ci95": ci if isinstance(ci, (list, tuple)) and len(ci) == 2 else None,
-                     "verdict": _first(cell, "verdict", default=""), "parity": parity,
-                     "error": cell.get("error", "")})
+        try:
+            verdict = policy.e2e_judgement(point.to_dict(), run_policy) or ""
+        except policy.ReportError:
+            verdict = ""
+        rows.append({"batch": point.batch, "n_ctx": point.context, "base": base, "candidate": cand,
+                     "ratio": ratio, "delta": delta,
+                     "ci95": point.ratio_ci95 if point.ratio_ci95 and len(point.ratio_ci95) == 2 else None,
+                     "verdict": verdict, "parity": (point.parity or {}).get("ok"), "error": point.error or ""})
     return sorted(rows, key=lambda r: (r["batch"] or 0, r["n_ctx"] or 0))
 
 
 def guard_findings(report: dict, source: str) -> list[dict]:
-    """Guard findings, each with the candidate's source lines around it when the finding names a line."""
+    """Every stage's findings, each with the candidate's source lines around it when it names a line."""
+    read = read_report(report)
     lines = (source or "").splitlines()
     findings = []
-    stages = report.get("stages") if isinstance(report, dict) else {}
-    for stage_name, stage in (stages or {}).items():
-        if not isinstance(stage, dict):
-            continue
-        for finding in stage.get("findings") or []:
-            if not isinstance(finding, dict):
-                finding = {"message": str(finding)}
-            line = finding.get("line")
+    for stage_name in STAGE_NAMES:
+        stage = read.stage(stage_name) if read else None
+        for finding in stage.findings if stage else []:
+            line = finding.line
             excerpt = []
             if isinstance(line, int) and 1 <= line <= len(lines):
                 excerpt = [(n, lines[n - 1], n == line) for n in range(max(1, line - 2), min(len(lines), line + 2) + 1)]
-            findings.append({"stage": stage_name, "code": finding.get("code", ""),
-                             "message": finding.get("message") or finding.get("detail") or "",
+            findings.append({"stage": stage_name, "code": finding.code, "message": finding.message,
                              "line": line, "excerpt": excerpt})
     return findings
 
 
 def report_logs(report: dict) -> str:
-    """The report's logs if it carries any, then one line per stage: status, time, and its message."""
-    if not isinstance(report, dict):
+    """One line per stage: status, time, and why it did not run; then the verdict's reasons."""
+    read = read_report(report)
+    if read is None:
         return ""
     lines = []
-    logs = report.get("logs")
-    if isinstance(logs, dict):
-        lines += [f"--- {k}\n{v}" for k, v in logs.items()]
-    elif isinstance(logs, list):
-        lines += [str(line) for line in logs]
-    elif logs:
-        lines.append(str(logs))
-    stages = report.get("stages") if isinstance(report.get("stages"), dict) else {}
-    for name, stage in stages.items():
-        if not isinstance(stage, dict):
+    for name in STAGE_NAMES:
+        stage = read.stage(name)
+        if stage is None:
             continue
-        seconds = _first(stage, "seconds", "elapsed_s", "wall_s", "child_wall_s")
-        detail = _first(stage, "message", "reason", "error", default="")
-        lines.append(f"[{name}] {stage.get('status', '?')}" + (f" in {seconds:.2f} s" if isinstance(seconds, (int, float)) else "")
-                     + (f": {detail}" if detail else ""))
-    verdict = report.get("verdict")
-    if isinstance(verdict, dict) and (verdict.get("message") or verdict.get("reasons")):
-        lines.append(f"[verdict] {verdict.get('status', '')} {verdict.get('message') or ', '.join(map(str, verdict['reasons']))}")
+        lines.append(f"[{name}] {stage.status} in {stage.seconds:.2f} s" + (f": {stage.reason}" if stage.reason else ""))
+    verdict = read.verdict
+    if verdict.message or verdict.reasons:
+        lines.append(f"[verdict] {verdict.status} {verdict.message or ', '.join(verdict.reasons)}")
     return "\n".join(lines)
 
 
 def timings_available(report: dict) -> bool:
-    bench = _stage(report, "benchmark")
-    if bench.get("timings_available") is False or bench.get("status") in ("unavailable", "skipped"):
+    read = read_report(report)
+    bench = read.stages.benchmark if read else None
+    if bench is None or bench.status in ("unavailable", "skipped"):
         return False
     return any(row["candidate"][0] is not None for row in benchmark_shapes(report))
 
@@ -421,6 +407,7 @@ def promotion_steps(versions: list[ServingConfig]) -> list[dict]:
     steps, seen, total_after = [], set(), {0: 0.0}
     total = 0.0
     for config in sorted(versions, key=lambda c: c.version):
+        # no e2e stage measures a tokens/s roofline yet (the report contract has no such field): none is drawn
         gain, base, roofline = 0.0, None, None
         if config.rolled_back_to:
             gain = total_after.get(config.rolled_back_to, 0.0) - total
@@ -431,7 +418,6 @@ def promotion_steps(versions: list[ServingConfig]) -> list[dict]:
                 for cell in e2e_grid(evaluation.report):
                     if cell["base"] and cell["candidate"] is not None and cell["candidate"] - cell["base"] > gain:
                         gain, base = cell["candidate"] - cell["base"], cell["base"]
-                roofline = _first(_stage(evaluation.report, "e2e"), "roofline_tokens_per_s") or roofline
         total += gain
         total_after[config.version] = total
         steps.append({"version": config.version, "gain": gain, "base": base, "roofline": roofline,

@@ -80,7 +80,7 @@ def _candidate_context(request, candidate: Candidate, *, approve_form=None, veto
     state["analysis"], state["analysis_note"] = analysis, analysis_note
     state["shape_chart"] = charts.per_shape(state["shapes"], axis=state["axis"],
                                             crossovers=(analysis or {}).get("crossovers")) if state["shapes"] else None
-    entries = [e for e in selectors._stage(state["report"], "benchmark").get("shapes") or [] if isinstance(e, dict)]
+    entries = selectors.benchmark_entries(state["report"])
     state["distribution_chart"] = charts.distribution(entries, [s["label"] for s in state["shapes"]])
     state["approve_form"] = approve_form or ApproveForm()
     state["veto_form"] = veto_form or VetoForm()

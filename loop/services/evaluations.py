@@ -1,7 +1,7 @@
 """Recording a GPU worker's report: once per (candidate, attempt), fenced by the current attempt.
 
 A late report from an attempt the reaper already gave up on, or a second copy of one already
-recorded, changes nothing (the task is delivered at least once; REFERENCE.md §7).
+recorded, changes nothing (the task is delivered at least once; docs/architecture.md).
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import math
 from django.db import transaction
 from django.db.models import F
 
+from gpu_worker.contract import ContractError, Report, Verdict, from_json, to_json
 from loop import policy
 from loop.audit import event_write
 from loop.models import Candidate, Evaluation, Run
@@ -37,6 +38,22 @@ def json_safe(value, depth: int = 0):
     return repr(value)[:200]
 
 
+def report_received(report, *, candidate_id: int, attempt: int) -> tuple[dict, dict]:
+    """(what to store, what the policy reads). A report that reads through the contract
+    (gpu_worker/contract.py; a /1 report converted once) is both. One that does not is stored as it came,
+    for a person to read, while the policy reads a harness error saying why, so the candidate ends in
+    error instead of being judged on fields the contract does not know."""
+    stored = json_safe(report) if isinstance(report, dict) else {"unparsed": repr(report)[:2000]}
+    try:
+        read = to_json(from_json(stored))
+        return read, read
+    except (ContractError, ValueError, TypeError) as exc:
+        log.warning("report for candidate %s attempt %s does not read: %s", candidate_id, attempt, exc)
+        return stored, to_json(Report(candidate_id=candidate_id, attempt=attempt,
+                                      verdict=Verdict(status="error", reasons=["harness:report_contract"],
+                                                      message=f"the worker's report does not read: {exc}"[:4000])))
+
+
 def candidate_record_report(*, candidate_id: int, attempt: int, worker: str, report) -> Evaluation | None:
     """Store the report, count its GPU time, apply the policy. None when fenced off (stale or repeated)."""
     with transaction.atomic():
@@ -46,19 +63,18 @@ def candidate_record_report(*, candidate_id: int, attempt: int, worker: str, rep
                      getattr(candidate, "attempt", None), getattr(candidate, "status", "missing"))
             return None
         run = Run.objects.select_for_update().get(pk=candidate.run_id)
-        report_json = json_safe(report) if isinstance(report, dict) else {"unparsed": repr(report)[:2000]}
+        stored, report = report_received(report, candidate_id=candidate_id, attempt=attempt)
         numbers = policy.summary_numbers(report)
         seconds = policy.gpu_seconds(report)
         evaluation = Evaluation.objects.create(
             candidate=candidate, attempt=attempt, worker=worker,
-            hardware_fingerprint=report_json.get("hardware") if isinstance(report_json.get("hardware"), dict) else {},
-            report=report_json, gpu_seconds=seconds, **numbers,
+            hardware_fingerprint=report["hardware"] or {},
+            report=stored, gpu_seconds=seconds, **numbers,
         )
         Run.objects.filter(pk=run.pk).update(gpu_seconds_used=F("gpu_seconds_used") + seconds)
         event_write(type="candidate.reported", actor=worker, subject=candidate, run_id=run.pk, payload={
             "number": candidate.number, "attempt": attempt, "evaluation": evaluation.pk,
-            "report_verdict": (report_json.get("verdict") or {}).get("status")
-            if isinstance(report_json.get("verdict"), dict) else None, "gpu_seconds": seconds})
+            "report_verdict": report["verdict"]["status"], "gpu_seconds": seconds})
 
         outcome = policy.decide(report, policy.RunPolicy.from_json(run.policy))
         measured_against = candidate.proposal.get("measured_against")

@@ -51,7 +51,7 @@ def test_guard_findings_show_the_source_lines(as_charlie, alice):
 def test_the_e2e_grid_and_logs_are_shown(as_charlie, family):
     _, _, child = family
     page = as_charlie.get(reverse("candidate", args=[child.pk])).content.decode()
-    assert 'data-testid="e2e-grid"' in page and "+3.0%" in page and "benchmark done" in page
+    assert 'data-testid="e2e-grid"' in page and "+3.0%" in page and "[benchmark] pass" in page
 
 
 def test_the_promote_dialog_is_prefilled_from_range_analysis(as_dana, family):
