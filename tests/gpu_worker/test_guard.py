@@ -96,3 +96,84 @@ def test_the_seed_candidates_pass_the_guard():
                 findings, info = check_candidate(path.read_text(), target)
                 assert findings == [], (path, findings)
                 assert info["dsl"] in ("triton", "cute")
+
+
+# --- the allowlists hold for every kernel the project has and stop every guard exploit ---------------
+
+import re  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+REDTEAM = ROOT / "tests/redteam/candidates"
+
+
+def _kernel_files():
+    """Seeds and bests (a target's folder under gpu_worker/candidates) and the honest red-team files."""
+    from gpu_worker.targets import TARGETS  # noqa: PLC0415
+
+    for path in sorted((ROOT / "gpu_worker/candidates").glob("*/*.py")):
+        if path.parent.name in TARGETS and (path.stem in ("seed", "best") or path.stem.startswith("seed_")):
+            yield path, path.parent.name
+    for path in sorted(REDTEAM.glob("honest_*.py")):
+        yield path, _redteam_target(path)
+
+
+def _redteam_target(path: Path) -> str:
+    doc = path.read_text().split('"""')[1]
+    named = re.search(r"^target: (\S+)", doc, re.M)
+    if named:
+        return named.group(1)
+    return "dsa_indexer_topk" if "indexer" in path.name else "add_rmsnorm" if "rmsnorm" in path.name else "dsa_topk"
+
+
+def test_no_seed_best_or_honest_candidate_is_rejected():
+    files = list(_kernel_files())
+    assert len(files) >= 8
+    for path, target in files:
+        findings, _ = check_candidate(path.read_text(), get_target(target))
+        assert findings == [], (path.name, findings)
+
+
+def test_every_guard_exploit_gets_one_of_its_codes_and_no_other_exploit_is_stopped_by_the_guard():
+    for path in sorted(REDTEAM.glob("*.py")):
+        doc = path.read_text().split('"""')[1]
+        expect = re.search(r"expect: (\S+)", doc).group(1).split("|")
+        if expect == ["pass"] or "gpu-only" in doc:
+            continue  # honest files: above; GPU exploits may also meet the guard first (their header says)
+        codes = {f["code"] for f in check_candidate(path.read_text(), get_target(_redteam_target(path)))[0]}
+        guard_codes = {c for c in expect if c.startswith("guard:")}
+        if guard_codes:
+            assert codes & guard_codes, (path.name, codes)
+        else:
+            assert not codes, (path.name, codes)  # a runtime exploit must reach the runtime check it is for
+
+
+def test_rebinding_an_import_or_a_builtin_is_refused_in_every_form():
+    forms = ["tl = torch", "del tl", "tl += 1", "(tl := torch)", "for tl in range(2):\n    pass",
+             "try:\n    pass\nexcept Exception as tl:\n    pass", "import torch as tl", "def f():\n    global tl\n    tl = 1",
+             "len = 3", "def f(open=1):\n    return open", "class sorted:\n    pass", "with torch.no_grad() as len:\n    pass",
+             "def f():\n    nonlocal_ = [x for len in range(3) for x in (len,)]"]
+    for form in forms:
+        assert "guard:rebind" in {c for c, _ in _codes(HONEST + "\n" + form + "\n")}, form
+
+
+def test_builtins_are_resolved_by_scope():
+    # a name that shadows nothing is fine; a refused builtin is refused wherever Python would find it
+    assert _codes(HONEST + "\ndef g(x):\n    return len(x) + max(x)\n") == set()
+    for name in ("type", "id", "vars", "getattr", "dir", "globals", "compile", "open", "__import__"):
+        found = {c for c, _ in _codes(HONEST + f"\ndef g(x):\n    return {name}\n")}
+        assert found and found <= {"guard:introspection", "guard:exec", "guard:file"}, (name, found)
+
+
+def test_torch_names_come_from_an_allowlist_and_stream_attributes_from_nowhere():
+    assert ("guard:torch_fallback", 17) in _codes(HONEST.replace("    return out\n", "    return torch.cat([out])\n"))
+    for attr in ("cuda_stream", "synchronize", "wait_stream", "record_stream", "elapsed_time", "replay"):
+        src = HONEST.replace("    return out\n", f"    h = out.{attr}\n    return out\n")
+        assert ("guard:stream", 17) in _codes(src), attr
+
+
+def test_aliases_and_bound_methods_are_resolved():
+    src = HONEST + "\nc = torch.cuda\nc.synchronize()\n"
+    assert any(code == "guard:stream" for code, _ in _codes(src))
+    src = HONEST.replace("    return out\n", "    pick = logits.topk\n    return out\n")
+    assert ("guard:torch_fallback", 17) in _codes(src)
