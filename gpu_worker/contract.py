@@ -94,9 +94,9 @@ def _clean(value):
 class EvaluationSpec(Record):
     """One evaluation request. The loop builds it (loop/services/candidates.py), the CLI too."""
 
-    candidate_id: int | str
     target: str
     source: str
+    candidate_id: int | str | None = None  # None: a run outside the loop (tests, scripts)
     attempt: int = 1
     profile: str = "smoke"               # "smoke" or "full"; a CPU worker runs smoke whatever is asked
     incumbent_source: str | None = None  # None: the target's default kernel is the baseline
@@ -161,6 +161,7 @@ class KernelTiming(Record):
     calls: int | None = None
     host_us: float | None = None         # host wall time per replay, the cross-check of the events
     stale_replays: int | None = None
+    family_mean_us: dict | None = None   # mean per input-value family: where a slow tail comes from
 
 
 @dataclass

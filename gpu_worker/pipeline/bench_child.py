@@ -154,10 +154,15 @@ def held_out_shapes(target, seed: int) -> list[dict]:
             for h in range(HELD_OUT)]
 
 
-def set_inputs(target, shape: dict, seed: int, index: int, j: int, device: str | None = None):
-    """Input set j of benchmark shape `index`: its value family rotates over the target's families."""
+def set_family(target, shape: dict, j: int) -> str:
+    """The value family of input set j: it rotates over the target's families."""
     families = tuple(getattr(target, "value_families", ()) or (shape.get("values"),))
-    return target.make_inputs(dict(shape, values=families[j % len(families)]),
+    return families[j % len(families)]
+
+
+def set_inputs(target, shape: dict, seed: int, index: int, j: int, device: str | None = None):
+    """Input set j of benchmark shape `index`."""
+    return target.make_inputs(dict(shape, values=set_family(target, shape, j)),
                               derive_seed(seed, "bench", index, j), device or DEVICE)
 
 
@@ -283,4 +288,5 @@ def _bench_shape(msg, target, shape, i, kernels, names, flush, persisting, n_set
             f"{check_failures} of {n_sets} timed replays on fresh inputs failed the check; the first, set {j}: "
             + ("its output was the answer to the previous inputs. " if was_stale else "") + message[:500])})
     msg.update(rounds=n_sets, input_sets=n_sets, timed_wall_s=wall_s, saved=saved,
+               families=[set_family(target, shape, j) for j in range(n_sets)],
                check={"pass": first_failure is None, "failures": check_failures})

@@ -36,6 +36,16 @@ def kernel_stats(times: list[float], seed: int = 0) -> dict:
             "slow_fraction": float((x > SLOW_FACTOR * median).mean()), "calls": len(x)}
 
 
+def family_means(times: list[float], families: list[str] | None) -> dict | None:
+    """Mean time per input-value family (call j was timed on a set of family families[j])."""
+    if not families:
+        return None
+    by: dict[str, list[float]] = {}
+    for t, f in zip(times, families):
+        by.setdefault(f, []).append(t)
+    return {f: float(np.mean(v)) for f, v in by.items()}
+
+
 def paired_mean_ratio(a: list[float], b: list[float], seed: int = 0) -> dict:
     """mean(a) / mean(b) over calls paired by input set, with a paired bootstrap 95% interval; and the same
     for the 99th percentiles (the tail ratio)."""

@@ -303,3 +303,10 @@ def test_the_benchmark_side_exploit_families_fail_on_the_cpu_replica(fake_cuda):
     assert _bench_codes(pointer_memo) & {"bench:stale_output"}
     assert _bench_codes(skips_calls) & {"bench:stale_output", "bench:wrong_output"}
     assert not _bench_codes(_candidate) & {"bench:stale_output", "bench:wrong_output"}  # honest stays clean
+
+
+def test_each_kernel_reports_its_mean_per_value_family(fake_cuda):
+    _, shapes, *_ = bench_results(_run(), RMS, None, wall_s=1e9)
+    for entry in shapes:
+        assert set(entry["candidate"]["family_mean_us"]) == set(RMS.value_families)
+        assert all(v > 0 for v in entry["incumbent"]["family_mean_us"].values())

@@ -52,3 +52,10 @@ def test_tail_ratio_compares_p99s_paired_by_input_set():
     r = stats.paired_mean_ratio(cand, inc)
     assert abs(r["ratio"] - 1.21) < 1e-9 and abs(r["tail_ratio"] - 4.0) < 1e-9
     assert r["tail_ci95"][0] > 1.0
+
+
+def test_family_means_name_the_family_a_tail_comes_from():
+    families = ["normal", "ties"] * 50
+    times = [10.0 if f == "normal" else 50.0 for f in families]
+    assert stats.family_means(times, families) == {"normal": 10.0, "ties": 50.0}
+    assert stats.family_means(times, None) is None
