@@ -1,5 +1,6 @@
-"""Load reports recorded on a GPU (bench/results/<gpu>/*.json, `ark.report/1`, plus a latest.json
-list of per-kernel records) as finished runs, labelled imported with their device and date.
+"""Load reports recorded on a GPU (bench/results/<gpu>/*.json, `ark.report/2` or a stored `ark.report/1`
+converted by the contract, plus a latest.json list of per-kernel records) as finished runs, labelled
+imported with their device and date.
 
 One run per target in the folder. Each report becomes a candidate with its evaluation and the
 policy's decision, exactly as if a worker had sent it. Importing the same files again is a no-op.
@@ -17,6 +18,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
+from gpu_worker.contract import SCHEMA, SCHEMA_V1, ContractError, from_json, to_json
 from gpu_worker.hardware import kind_from_name
 from loop import policy
 from loop.audit import event_write
@@ -73,20 +75,26 @@ def _source_from_command(file: Path) -> str:
 
 
 def _device_of(report: dict, records: list[dict]) -> tuple[str, str]:
-    hardware = report.get("hardware") if isinstance(report.get("hardware"), dict) else {}
-    gpu = hardware.get("gpu") or next((r.get("gpu") for r in records if r.get("gpu")), "") or "unknown GPU"
-    e2e = (report.get("stages") or {}).get("e2e") if isinstance(report.get("stages"), dict) else None
-    date = str(report.get("date") or report.get("created") or hardware.get("date")
-               or next((r.get("date") for r in records if r.get("date")), "")
-               or (e2e.get("date") if isinstance(e2e, dict) else "") or "")
+    """(GPU name, day) of a report as the contract writes it, else of its records in latest.json."""
+    gpu = (report["hardware"] or {}).get("gpu") or next((r.get("gpu") for r in records if r.get("gpu")), "") \
+        or "unknown GPU"
+    e2e = report["stages"]["e2e"] or {}
+    date = str(report["date"] or next((r.get("date") for r in records if r.get("date")), "") or e2e.get("date") or "")
     if re.match(r"\d{4}-\d{2}-\d{2}T", date):
         date = date[:10]  # the run is labelled by the day; each report keeps its full timestamp
     return str(gpu), date
 
 
-def _source_of(report: dict) -> str:
-    candidate = report.get("candidate") if isinstance(report.get("candidate"), dict) else {}
-    return str(report.get("source") or candidate.get("source") or "")
+def _read_report(file: Path, data: dict) -> tuple[dict, str]:
+    """(the report through the contract, an ark.report/1 one converted once; the candidate's source). An
+    import file may carry the source beside the report under `source`; else it is found by _source_from_command."""
+    data = dict(data)
+    source = data.pop("source", None)
+    try:
+        report = to_json(from_json(data))
+    except ContractError as exc:
+        raise ValidationError(f"{file.name}: {exc}") from exc
+    return report, source if isinstance(source, str) else _source_from_command(file)
 
 
 def reports_import(*, path: Path, actor, thesis: Thesis | None = None) -> list[Run]:
@@ -101,17 +109,17 @@ def reports_import(*, path: Path, actor, thesis: Thesis | None = None) -> list[R
         digest.update(file.name.encode() + b"\0" + file.read_bytes())
         if isinstance(data, list) and file.name == "latest.json":
             records.extend(r for r in data if isinstance(r, dict))
-        elif isinstance(data, dict) and data.get("schema") == policy.REPORT_SCHEMA:
-            reports.append((file, data))
+        elif isinstance(data, dict) and data.get("schema") in (SCHEMA, SCHEMA_V1):
+            reports.append((file, *_read_report(file, data)))
     if not reports:
-        raise ValidationError(f"{path}: no {policy.REPORT_SCHEMA} reports")
+        raise ValidationError(f"{path}: no {SCHEMA} or {SCHEMA_V1} reports")
     sha = digest.hexdigest()
     if Run.objects.filter(imported_from=str(path), proposer_settings__sha256=sha).exists():
         return []
 
     by_target: dict[str, list] = {}
-    for file, report in reports:
-        by_target.setdefault(str(report.get("target") or "unknown"), []).append((file, report))
+    for file, report, source in reports:
+        by_target.setdefault(str(report["target"] or "unknown"), []).append((file, report, source))
     runs = []
     with transaction.atomic():
         for target_name, items in sorted(by_target.items()):
@@ -121,7 +129,7 @@ def reports_import(*, path: Path, actor, thesis: Thesis | None = None) -> list[R
             target_records = [r for r in records if r.get("target") == target_name]
             # a report's own records first (file <target>__<kernel>.json): another kernel's day is not its day
             devices = [_device_of(report, [r for r in target_records if r.get("kernel") == file.stem.split("__")[-1]]
-                                  or target_records) for file, report in items]
+                                  or target_records) for file, report, _ in items]
             gpu = devices[0][0]
             days = sorted({day for _, day in devices if day})
             date = days[0] if len(days) == 1 else f"{days[0]} to {days[-1]}" if days else ""
@@ -134,21 +142,19 @@ def reports_import(*, path: Path, actor, thesis: Thesis | None = None) -> list[R
                     status=Thesis.Status.CONCLUDED)
             run = Run.objects.create(
                 thesis=run_thesis, hardware=hardware, proposer=Run.Proposer.HUMAN, created_by=actor,
-                proposer_settings={"sha256": sha, "files": [f.name for f, _ in items],
+                proposer_settings={"sha256": sha, "files": [f.name for f, _, _ in items],
                                    "records": [r for r in records if r.get("target") == target_name]},
                 budget_candidates=len(items), imported_from=str(path), imported_device=gpu, imported_date=date,
                 status=Run.Status.RUNNING, notice=f"Imported: measured on {gpu}" + (f" on {date}" if date else "") + ".")
-            for number, (file, report) in enumerate(items, start=1):
-                source = _source_of(report) or _source_from_command(file)
+            for number, (file, report, source) in enumerate(items, start=1):
                 candidate = Candidate.objects.create(
                     run=run, number=number, source=source, source_hash=source_hash(source), proposer=PROPOSER,
-                    params=report.get("params") if isinstance(report.get("params"), dict) else {},
-                    proposal={"kind": "import", "file": file.name, "label": report.get("candidate_id")},
-                    status=Candidate.Status.RUNNING, attempt=int(report.get("attempt") or 1))
+                    proposal={"kind": "import", "file": file.name, "label": report["candidate_id"]},
+                    status=Candidate.Status.RUNNING, attempt=int(report["attempt"] or 1))
                 numbers = policy.summary_numbers(report)
                 Evaluation.objects.create(candidate=candidate, attempt=candidate.attempt, worker=f"import:{gpu}",
-                                          hardware_fingerprint=report.get("hardware") if isinstance(report.get("hardware"), dict)
-                                          else {}, report=report, gpu_seconds=policy.gpu_seconds(report), **numbers)
+                                          hardware_fingerprint=report["hardware"] or {}, report=report,
+                                          gpu_seconds=policy.gpu_seconds(report), **numbers)
                 decision_apply(candidate=candidate, outcome=policy.decide(report, policy.RunPolicy.from_json(run.policy)))
             Run.objects.filter(pk=run.pk).update(status=Run.Status.FINISHED, finished=timezone.now(),
                                                  stop_reason=f"imported from {path}")
