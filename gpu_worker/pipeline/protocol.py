@@ -57,11 +57,14 @@ def candidate_text(text, limit: int = CANDIDATE_TEXT_CHARS) -> str:
 def sanitize_message(msg: dict, limit: int = 4000) -> dict:
     """Parent side, for every message a child sent: each finding's text (and a fatal's) is redacted and
     cut, since anything on the pipe may have been written by the candidate instead of the harness."""
+    def clean(text: str) -> str:
+        return redact(text[-2 * limit:])[-limit:]  # redacted before the cut, which could split a secret
+
     for f in msg.get("findings") or []:
         if isinstance(f, dict) and isinstance(f.get("message"), str):
-            f["message"] = redact(f["message"][-limit:])
+            f["message"] = clean(f["message"])
     if isinstance(msg.get("message"), str):
-        msg["message"] = redact(msg["message"][-limit:])
+        msg["message"] = clean(msg["message"])
     return msg
 
 
