@@ -282,10 +282,15 @@ class E2EStage(Stage):
 
 @dataclass
 class Stages(Record):
+    """The stages that ran or were recorded as not run; one that never got that far is absent."""
+
     guard: GuardStage | None = _one(GuardStage)
     verify: VerifyStage | None = _one(VerifyStage)
     benchmark: BenchmarkStage | None = _one(BenchmarkStage)
     e2e: E2EStage | None = _one(E2EStage)
+
+    def to_dict(self) -> dict:
+        return {name: stage.to_dict() for name in STAGE_NAMES if (stage := getattr(self, name)) is not None}
 
 
 @dataclass

@@ -78,7 +78,7 @@ def _device_of(report: dict, records: list[dict]) -> tuple[str, str]:
     """(GPU name, day) of a report as the contract writes it, else of its records in latest.json."""
     gpu = (report["hardware"] or {}).get("gpu") or next((r.get("gpu") for r in records if r.get("gpu")), "") \
         or "unknown GPU"
-    e2e = report["stages"]["e2e"] or {}
+    e2e = report["stages"].get("e2e") or {}
     date = str(report["date"] or next((r.get("date") for r in records if r.get("date")), "") or e2e.get("date") or "")
     if re.match(r"\d{4}-\d{2}-\d{2}T", date):
         date = date[:10]  # the run is labelled by the day; each report keeps its full timestamp
