@@ -80,7 +80,7 @@ def test_a_sweep_run_proposes_verifies_and_reverts_end_to_end(loop_worker_short_
         assert c.reason_code == expected, (c.params, c.reason_text)
         (evaluation,) = c.evaluations.all()
         assert (evaluation.attempt, c.attempt) == (1, 1)
-        assert evaluation.report["schema"] == "ark.report/1" and evaluation.report["mode"] == "cpu"
+        assert evaluation.report["schema"] == "ark.report/2" and evaluation.report["mode"] == "cpu"
         assert evaluation.geomean_speedup is None
         assert [d.verdict for d in c.decisions.all()] == ["revert"]
         types = list(Event.objects.filter(subject_type="candidate", subject_id=str(c.pk)).values_list("type", flat=True))
