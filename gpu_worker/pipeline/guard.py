@@ -249,6 +249,8 @@ class _Visitor(ast.NodeVisitor):
     def visit_Name(self, node):
         if node.id in BUILTIN_CODES and node.id not in self.aliases:
             self.add(BUILTIN_CODES[node.id], f"use of {node.id}", node)
+        elif node.id.startswith("__") and node.id.endswith("__"):
+            self.add("guard:introspection", f"dunder name {node.id}", node)
         if node.id in LAZY_NAMES:
             self.add("guard:lazy_output", f"{node.id}", node)
         if isinstance(node.ctx, ast.Load):
