@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
+import torch.multiprocessing as mp
 
 from .. import hardware
 from ..contract import BenchmarkStage, EvaluationSpec, Summary, VerifyStage, to_json
@@ -48,8 +49,6 @@ class RanksRun:
 
 def run_ranks(cfg: dict, *, seed: int, timeout_s: float) -> RanksRun:
     """Spawn cfg["world_size"] ranks, hand each the seed after its candidate loaded, collect messages."""
-    import torch.multiprocessing as mp
-
     world = cfg["world_size"]
     ctx = mp.get_context("spawn")
     out_q = ctx.SimpleQueue()

@@ -1,15 +1,21 @@
-"""Reports in the `ark.report/1` schema, built the way the GPU pipeline writes them.
+"""Reports as the GPU pipeline writes them (`ark.report/2`), every one built through gpu_worker/contract.py.
 
-Built to the schema, for cases the committed H200 reports (tests/loop/test_h200_measurements.py)
-do not cover; they follow it as gpu_worker/pipeline writes it (stages
-guard/verify/benchmark/e2e, benchmark.shapes[], e2e.points[], summary, verdict). The figures
-are shaped after docs/figures.md (dsa_topk on an H200: torch.topk k=2048 M=4 x 32K ~106 us).
+For cases the committed H200 reports (tests/loop/test_h200_measurements.py) do not cover. The figures are
+shaped after dsa_topk on an H200 (torch.topk, k=2048, 4 rows x 32K: about 106 us). A kernel's synthetic
+calls all take the same time, so its mean, median and quartiles are one number.
 """
 
 import copy
 import math
 
+from gpu_worker.contract import Report, to_json
+
 H200 = {"kind": "h200", "gpu": "NVIDIA H200", "driver": "570.124", "sm_clock_mhz": 1980}
+
+
+def _timing(us: float) -> dict:
+    return {"mean_us": us, "median_us": us, "q1_us": us, "q3_us": us, "p99_us": us, "min_us": us, "max_us": us,
+            "slow_fraction": 0.0, "calls": 64, "host_us": us + 5, "stale_replays": 0}
 
 
 def shape_result(rows, n_ctx, ratio, *, ci=0.01, noise=0.005, incumbent_us=100.0, default_us=None, floor=0.3):
@@ -18,11 +24,10 @@ def shape_result(rows, n_ctx, ratio, *, ci=0.01, noise=0.005, incumbent_us=100.0
     return {
         "shape": {"rows": rows, "n_ctx": n_ctx, "k": 2048, "values": "normal", "lengths": "full"},
         "rounds": 30, "input_sets": 4,
-        "candidate": {"median_us": incumbent_us * ratio, "host_us": incumbent_us * ratio + 5, "stale_replays": 0},
-        "incumbent": {"median_us": incumbent_us, "host_us": incumbent_us + 5, "stale_replays": 0},
-        "incumbent_aa": {"median_us": incumbent_us, "host_us": incumbent_us + 5, "stale_replays": 0},
-        "default": {"median_us": default_us, "host_us": default_us + 5, "stale_replays": 0},
-        "default_median_us": default_us, "ratio": ratio, "ratio_ci95": [ratio - ci, ratio + ci],
+        "candidate": _timing(incumbent_us * ratio), "incumbent": _timing(incumbent_us),
+        "incumbent_aa": _timing(incumbent_us), "default": _timing(default_us),
+        "default_median_us": default_us, "default_mean_us": default_us,
+        "ratio": ratio, "ratio_ci95": [ratio - ci, ratio + ci], "ratio_of": "mean",
         "aa_ratio": 1.0, "aa_ci95": [1.0 - noise, 1.0 + noise],
         "floor_fraction": floor,
     }
@@ -45,8 +50,8 @@ def report(*, candidate_id=1, attempt=1, target="dsa_topk", shapes=None, points=
     lo = math.exp(sum(math.log(1 / s["ratio_ci95"][1]) for s in shapes) / len(shapes)) if shapes else None
     hi = math.exp(sum(math.log(1 / s["ratio_ci95"][0]) for s in shapes) / len(shapes)) if shapes else None
     measured = benchmark_status == "pass"
-    return {
-        "schema": "ark.report/1", "candidate_id": candidate_id, "attempt": attempt, "target": target,
+    return to_json(Report.from_dict({
+        "schema": "ark.report/2", "candidate_id": candidate_id, "attempt": attempt, "target": target,
         "hardware": copy.deepcopy(hardware or H200), "date": "2026-12-02",
         "stages": {
             "guard": {"status": "fail" if guard else "pass", "findings": guard or [], "seconds": 0.1},
@@ -62,7 +67,7 @@ def report(*, candidate_id=1, attempt=1, target="dsa_topk", shapes=None, points=
         "summary": {"geomean_speedup": geomean if measured else None, "geomean_ci95": [lo, hi] if measured else None,
                     "floor_fraction": max((s["floor_fraction"] for s in shapes), default=None) if measured else None},
         "verdict": {"status": "pass", "reasons": []},
-    }
+    }))
 
 
 def cpu_report(**kw):
