@@ -7,6 +7,7 @@ class LoopConfig(AppConfig):
     verbose_name = "ark loop"
 
     def ready(self):
+        # local: Django's app registry must be ready before these modules' models and signals load
         from loop import audit, roles
 
         audit.install_connection_hooks()

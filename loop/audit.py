@@ -16,6 +16,8 @@ from django.db import connection, transaction
 from django.db.backends.signals import connection_created
 from django.utils import timezone
 
+from loop.models import AuditHead, Event
+
 GENESIS = "0" * 64
 _unlocked = threading.local()
 
@@ -36,8 +38,6 @@ def event_hash(*, prev_hash: str, type: str, actor: str, subject_type: str, subj
 
 def event_write(*, type: str, actor, subject=None, payload: dict | None = None, run_id=None):
     """Append one event to the chain. Call inside the service's transaction."""
-    from loop.models import AuditHead, Event
-
     if not transaction.get_connection().in_atomic_block:
         raise RuntimeError("event_write must run inside the service's transaction")
     actor_name = actor if isinstance(actor, str) else actor.get_username()
@@ -53,6 +53,7 @@ def event_write(*, type: str, actor, subject=None, payload: dict | None = None, 
         payload=payload, created=created, prev_hash=head.last_hash, hash=digest,
     )
     AuditHead.objects.filter(pk=1).update(last_hash=digest)
+    # local: Channels' layer is needed only once an event commits
     from loop.broadcast import broadcast_event
 
     transaction.on_commit(lambda: broadcast_event(event))
@@ -61,8 +62,6 @@ def event_write(*, type: str, actor, subject=None, payload: dict | None = None, 
 
 def verify_chain() -> list[str]:
     """Problems found in the chain, oldest first; an empty list means it is intact."""
-    from loop.models import AuditHead, Event
-
     problems, prev = [], GENESIS
     for event in Event.objects.order_by("id").iterator():
         if event.prev_hash != prev:

@@ -19,6 +19,7 @@ GROUP_PERMISSIONS = {
 
 
 def ensure_groups(**kwargs) -> None:
+    # local: called from a post_migrate signal, once the auth app is ready
     from django.contrib.auth.models import Group, Permission
 
     for name, perms in GROUP_PERMISSIONS.items():

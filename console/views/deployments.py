@@ -14,6 +14,7 @@ from console.forms import RollbackForm
 from console.views.common import error_text
 from loop import selectors
 from loop.models import ServingConfig, Target
+from loop.services import deployments as deployment_services
 
 
 def _pretty(config: ServingConfig) -> str:
@@ -70,14 +71,12 @@ def deployment_download(request, target, hardware, version):
 
 @require_POST
 def deployment_rollback(request, target, hardware):
-    from loop.services import deployments
-
     target = get_object_or_404(Target, name=target)
     form = RollbackForm(request.POST, user=request.user)
     if form.is_valid():
         try:
-            config = deployments.deployment_rollback(actor=request.user, target=target, hardware=hardware,
-                                                     to_version=form.cleaned_data["to_version"])
+            config = deployment_services.deployment_rollback(actor=request.user, target=target, hardware=hardware,
+                                                             to_version=form.cleaned_data["to_version"])
         except (ValidationError, ValueError) as error:
             form.add_error(None, error_text(error))
         else:

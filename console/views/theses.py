@@ -12,6 +12,7 @@ from console.markdown import render_markdown
 from console.views.common import apply_validation_error, error_text
 from loop import selectors
 from loop.models import Thesis
+from loop.services import runs as run_services
 from loop.services import theses as thesis_services
 
 FILTERS = ("status", "owner", "target", "hardware", "q", "sort")
@@ -108,8 +109,6 @@ def thesis_prioritise(request, pk):
 
 @require_POST
 def run_start(request, pk):
-    from loop.services import runs as run_services
-
     thesis = get_object_or_404(Thesis.objects.select_related("owner", "target"), pk=pk)
     form = RunStartForm(request.POST)
     if form.is_valid():

@@ -44,6 +44,7 @@ class Comm:
         self.peer_memory = device == "cuda"
         self._handle = None
         if self.peer_memory:
+            # local: symmetric memory exists only in CUDA builds of torch; a CPU rank never loads it
             import torch.distributed._symmetric_memory as symm_mem
 
             device = torch.device("cuda", torch.cuda.current_device())
@@ -77,6 +78,7 @@ class Comm:
             raise RuntimeError("comm.stage is the CPU stand-in for peer memory; on CUDA a kernel writes its own "
                                "buffer and synchronises through the signal pads")
         with _disable_current_modes():
+            # local: imported inside the harness's own mode guard, out of the candidate's dispatch modes
             import torch.distributed as dist
 
             flat = x.detach().reshape(-1).contiguous()

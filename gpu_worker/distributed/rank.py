@@ -21,6 +21,7 @@ PG_TIMEOUT_S = 120
 
 def rank_main(rank: int, cfg: dict, out_q, seed_qs) -> None:
     force_multicast_off(os.environ)
+    # local: torch loads only after force_multicast_off has set this process's environment
     import torch
     import torch.distributed as dist
 
@@ -36,11 +37,13 @@ def rank_main(rank: int, cfg: dict, out_q, seed_qs) -> None:
         if device == "cuda":
             torch.cuda.set_device(rank)
         else:
+            # local: only a CPU rank patches Triton's interpreter
             from ..pipeline import interpreter_fix
             interpreter_fix.install()
         dist.init_process_group("nccl" if device == "cuda" else "gloo", init_method=f"file://{cfg['rendezvous']}",
                                 rank=rank, world_size=world, timeout=datetime.timedelta(seconds=PG_TIMEOUT_S),
                                 **({"device_id": torch.device("cuda", rank)} if device == "cuda" else {}))
+        # local: these import torch, which waits for force_multicast_off (see rank_main)
         from ..targets.allreduce import get_multi_process_target
         from .comm import Comm
         target = get_multi_process_target(cfg["target"])
@@ -59,6 +62,7 @@ def rank_main(rank: int, cfg: dict, out_q, seed_qs) -> None:
 
 
 def _run(rank, cfg, target, comm, send, seed_q) -> None:
+    # local: child_run imports torch, which waits for force_multicast_off (see rank_main)
     from ..pipeline.child_run import Candidate, LaunchLog, load_module
 
     log = LaunchLog()
@@ -86,6 +90,7 @@ def _run(rank, cfg, target, comm, send, seed_q) -> None:
     if cfg["mode"] == "verify":
         verify(cfg, target, cand, comm, seed, send)
     else:
+        # local: only a benchmarking rank needs the timing code
         from .bench import benchmark
         incumbent = target.baseline
         if cfg.get("incumbent_path"):
@@ -96,6 +101,7 @@ def _run(rank, cfg, target, comm, send, seed_q) -> None:
 
 def agree(flag: bool, comm) -> bool:
     """True when every rank says True (the harness's own collective, outside the candidate's reach)."""
+    # local: torch waits for force_multicast_off (see rank_main)
     import torch
     import torch.distributed as dist
 
@@ -107,10 +113,11 @@ def agree(flag: bool, comm) -> bool:
 
 
 def _call(cand, inputs, comm, variant: int, profile: bool = False) -> dict:
+    # local: torch waits for force_multicast_off (see rank_main)
     import torch.distributed as dist
     comm.poison()
     if comm.device == "cuda":
-        import torch
+        import torch  # local: torch waits for force_multicast_off (see rank_main)
         torch.cuda.synchronize()
     dist.barrier(group=comm.group)  # every rank's buffer is poisoned before any rank's kernel reads it
     return cand.call(tuple(inputs) + (comm,), variant, profile=profile)
@@ -120,6 +127,7 @@ def verify(cfg, target, cand, comm, seed: int, send) -> None:
     """The single-process verify (pipeline/child_run.py) per rank: three calls per shape (fresh
     inputs, poisoned outputs and buffers; a second call must agree bitwise; inputs refreshed in place
     must give the new answer), structure and evidence checks, outputs saved for the parent."""
+    # local: torch and the modules that import it wait for force_multicast_off (see rank_main)
     import torch
 
     from ..pipeline.child_run import _overlaps, _same_bits, _storages, evidence_findings, structure_findings

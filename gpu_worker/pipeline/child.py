@@ -41,6 +41,7 @@ def _apply_limits(cfg: dict) -> dict:
 def _die_with_parent(parent: int) -> bool:
     """SIGKILL this child when the worker dies (set after the uid change, which clears it)."""
     try:
+        # local: ctypes only for this Linux-only prctl call
         import ctypes
         libc = ctypes.CDLL(None, use_errno=True)
         ok = libc.prctl(1, 9, 0, 0, 0) == 0  # PR_SET_PDEATHSIG, SIGKILL
@@ -63,6 +64,7 @@ def _landlock(writable: list[str]) -> dict:
     """Confine this process and its descendants: writes only beneath `writable`, no TCP, signals and
     ptrace-style access (/proc/<pid>/environ, process_vm_readv) only inside the sandbox. Best effort:
     what applied is returned and lands in the report; a kernel without Landlock leaves it off."""
+    # local: ctypes only for the Landlock syscalls
     import ctypes
 
     libc = ctypes.CDLL(None, use_errno=True)
@@ -107,11 +109,12 @@ def main() -> None:
     parent = os.getppid()
     limits = _apply_limits(cfg)
     limits["die_with_parent"] = _die_with_parent(parent)
+    # local: after the resource limits are applied: the child imports as little as it can before them
     from .protocol import Writer
     out = Writer(cfg["result_fd"])
     try:
         if cfg.get("device") == "cuda":
-            import torch
+            import torch  # local: CUDA init before Landlock, as the comment below says
 
             # Landlock goes on after CUDA init, the order seen working on an H200 (docs/harness.md, The processes);
             # the candidate is imported later, under it, either way.
@@ -125,6 +128,7 @@ def main() -> None:
         out.send(type="hello", pid=os.getpid(), uid=os.getuid(), limits=limits)
         import torch  # noqa: F401,F811
 
+        # local: torch and the harness modules load after the sandbox is in place, before the candidate
         from . import child_run, tamper
 
         # the last step before any candidate code exists here: what the report relies on, as it is now

@@ -78,10 +78,11 @@ class LaunchLog:
     def install(self, cute: bool) -> None:
         log = self
         classes = []
+        # local: the launch log patches Triton only in the child that runs a candidate
         from triton.runtime import jit as tjit
         classes.append(tjit.JITFunction)
         try:
-            from triton.runtime.interpreter import InterpretedFunction
+            from triton.runtime.interpreter import InterpretedFunction  # local: as above; older Tritons lack it
             classes.append(InterpretedFunction)
         except ImportError:
             pass
@@ -97,6 +98,7 @@ class LaunchLog:
         if not cute:
             return
         try:
+            # local: CuTe DSL is optional; only a CuTe candidate needs it
             import cutlass.cute as cute
         except Exception:
             return
@@ -462,6 +464,7 @@ def run(cfg: dict, out, *, perf, active_threads) -> None:
     target = get_target(cfg["target"])
     device = cfg["device"]
     if device == "cpu":
+        # local: only a CPU child patches Triton's interpreter
         from . import interpreter_fix
         interpreter_fix.install()
     if cfg["mode"] == "e2e":
@@ -490,6 +493,7 @@ def run(cfg: dict, out, *, perf, active_threads) -> None:
     own = list(cfg.get("kernels") or [])
     out.send(type="load", status="pass", own_kernels=own)
     if cfg["mode"] == "bench":
+        # local: only a benchmarking child needs the timing code
         from .bench_child import benchmark, warm_up
         incumbent = target.baseline
         if cfg.get("incumbent_path"):

@@ -13,6 +13,7 @@ import numpy as np
 
 def install() -> bool:
     try:
+        # local: Triton is optional here; without it there is nothing to patch
         import triton.language as tl
         from triton.runtime import interpreter
     except ImportError:

@@ -153,6 +153,7 @@ def _watch_thread_starts() -> None:
 def arm(*, writer=None, result_fd: int | None = None, extra_modules: tuple[str, ...] = ()) -> None:
     """Remember what the harness relies on. Call once, in the child, before the candidate is imported."""
     global _state
+    # local: taken when armed, so what it records is the module as the candidate will find it
     import importlib
 
     for name in HARNESS_MODULES + tuple(extra_modules):
