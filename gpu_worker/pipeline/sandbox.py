@@ -80,6 +80,25 @@ class ChildRun:
     gate_wait_s: float | None = None  # how long the loaded child waited at a closed gate
 
 
+def _die_with_worker() -> None:
+    """preexec_fn of the child's first process (the child, or `unshare`): SIGKILL it when the worker's
+    thread that started it dies. The child sets the same for itself; `unshare --kill-child` passes it on
+    into a PID namespace, whose processes all die with its pid 1."""
+    if _LIBC is not None:
+        _LIBC.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+
+
+def _load_libc():
+    try:
+        import ctypes  # local: only for this Linux-only libc handle
+        return ctypes.CDLL(None, use_errno=True)
+    except (OSError, AttributeError):
+        return None
+
+
+_LIBC = _load_libc()  # loaded here: a preexec_fn must not import
+
+
 def _probe(argv: list[str], **kwargs) -> bool:
     try:
         return subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=60,
@@ -117,7 +136,7 @@ def host_protections() -> dict:
     # ARK_CHILD_NAMESPACES=0: an operator's switch for a host whose GPU stack fails inside them
     unshare_more = unshare and os.environ.get("ARK_CHILD_NAMESPACES", "1") != "0"
     mountns = unshare_more and _probe(["unshare", "-m", "--propagation", "private", "sh", "-c", shm_check])
-    pidns = unshare_more and _probe(["unshare", "-p", "-f", "-m", "--propagation", "private", "--mount-proc",
+    pidns = unshare_more and _probe(["unshare", "-p", "-f", "--kill-child", "-m", "--propagation", "private", "--mount-proc",
                                 "sh", "-c", 'test "$(ls /proc | grep -c "^[0-9]")" -lt 10'])
     probe = [sys.executable, "-s", "-B", "-c", "import sys; sys.path.insert(0, sys.argv[1]); import gpu_worker.targets",
              str(ROOT)]
@@ -145,7 +164,7 @@ def child_argv(prot: dict, command: list[str]) -> list[str]:
     if prot["netns"]:
         flags.append("-n")
     if prot["pidns"]:
-        flags += ["-p", "-f", "--mount-proc"]
+        flags += ["-p", "-f", "--kill-child", "--mount-proc"]
     if prot["pidns"] or prot["mountns"]:
         flags += ["-m", "--propagation", "private"]
     if not flags:
@@ -260,7 +279,8 @@ def run_child(cfg: dict, *, secret: str, timeout_s: float, scratch: Path, device
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT,
                                 cwd=dirs["work"], env={**child_env(dirs, device), "ARK_SANDBOX_MARK": mark},
-                                close_fds=True, pass_fds=(write_fd,), start_new_session=True)
+                                close_fds=True, pass_fds=(write_fd,), start_new_session=True,
+                                preexec_fn=_die_with_worker)
     os.close(write_fd)
     buf = b""
     total = 0
