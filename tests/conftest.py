@@ -2,6 +2,7 @@
 Celery workers in subprocesses, and the people of every permission test (docs/conventions.md, Tests):
 alice owns things and reviews, bob reviews, dana deploys, charlie is a viewer with no role."""
 
+import math
 import os
 import subprocess
 import sys
@@ -17,6 +18,27 @@ os.environ.setdefault("ARK_LOOP_QUEUE", f"loop.test{os.getpid()}")
 # This host's Python lives where `nobody` cannot read it, so children cannot drop to nobody here; the
 # sandbox refuses to run candidates then unless told it may (gpu_worker/pipeline/sandbox.py).
 os.environ.setdefault("ARK_UNSAFE_NO_UID_DROP", "1")
+
+
+_DATABASE_FIXTURES = {"db", "transactional_db", "django_db_setup", "live_server"}
+
+
+def pytest_addoption(parser):
+    parser.addoption("--database-only", action="store_true",
+                     help="run only the tests that touch the database (scripts/test's PostgreSQL pass: the rest "
+                          "behave the same on either database and already ran on SQLite)")
+
+
+def pytest_collection_modifyitems(config, items):
+    if not config.getoption("database_only"):
+        return
+    keep, drop = [], []
+    for item in items:
+        uses_db = item.get_closest_marker("django_db") or _DATABASE_FIXTURES & set(getattr(item, "fixturenames", ()))
+        (keep if uses_db else drop).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -171,6 +193,23 @@ def gpu_worker(transactional_db, start_process, gpu_hardware):
                          name="gpu-worker", ARK_HARDWARE=gpu_hardware, ARK_HEARTBEAT_INTERVAL_S="1")
     proc.wait_for_output("ready.")
     return proc
+
+
+@pytest.fixture
+def few_verify_shapes(monkeypatch):
+    """For tests of the sandbox rather than of verification: a child verifies the target's two smallest
+    shapes instead of the whole range, which in Triton's interpreter takes minutes (dsa_topk's two are one
+    full row and five ragged rows shorter than k, so padding is exercised). test_seeds and test_cli run
+    seeds over the whole range."""
+    from gpu_worker.targets.base import TargetSpec
+
+    whole_range = TargetSpec.verify_shapes
+
+    def smallest_two(self, *args, **kwargs):
+        shapes = whole_range(self, *args, **kwargs)
+        return sorted(shapes, key=lambda shape: math.prod(v for v in shape.values() if isinstance(v, int)))[:2]
+
+    monkeypatch.setattr(TargetSpec, "verify_shapes", smallest_two)
 
 
 def wait_until(predicate, timeout_s: float = 30.0, interval_s: float = 0.1):

@@ -23,10 +23,12 @@ def test_evaluate_writes_a_report_and_prints_a_line_per_stage(tmp_path):
     out = tmp_path / "report.json"
     seed = ROOT / "gpu_worker/candidates/dsa_topk/seed.py"
     proc = subprocess.run([sys.executable, "-m", "gpu_worker", "evaluate", "--target", "dsa_topk", "--candidate",
-                           str(seed), "--profile", "smoke", "--out", str(out)], cwd=ROOT, capture_output=True,
-                          text=True, timeout=400)
+                           str(seed), "--profile", "smoke", "--out", str(out)], check=False, cwd=ROOT,
+                          capture_output=True, text=True, timeout=400)
     assert proc.returncode == 0, proc.stderr
     report = json.loads(out.read_text())
+    # This is also the dsa_topk seed's check over the whole range (test_seeds leaves it to this test).
+    assert report["stages"]["guard"]["status"] == "pass" and report["stages"]["verify"]["status"] == "pass"
     assert report["verdict"]["status"] == "pass"
     for stage in ("guard", "verify"):
         assert f"[{stage}] running" in proc.stderr and f"[{stage}] pass" in proc.stderr
@@ -38,7 +40,7 @@ def test_evaluate_exits_nonzero_on_a_guard_failure(tmp_path):
     bad = tmp_path / "bad.py"
     bad.write_text("import os\ndef forward(logits, lengths, k):\n    return os.environ\n")
     proc = subprocess.run([sys.executable, "-m", "gpu_worker", "evaluate", "--target", "dsa_topk", "--candidate",
-                           str(bad), "--out", str(tmp_path / "r.json")], cwd=ROOT, capture_output=True, text=True,
-                          timeout=120)
+                           str(bad), "--out", str(tmp_path / "r.json")], check=False, cwd=ROOT, capture_output=True,
+                          text=True, timeout=120)
     assert proc.returncode == 1
     assert "guard:env" in json.loads((tmp_path / "r.json").read_text())["verdict"]["reasons"]

@@ -97,7 +97,7 @@ def test_the_child_gets_an_explicit_environment_and_the_isolation_is_recorded(tm
 
 
 @pytest.mark.slow
-def test_evaluate_reports_an_import_error_and_a_missing_forward_as_findings():
+def test_evaluate_reports_an_import_error_and_a_missing_forward_as_findings(few_verify_shapes):
     src = HONEST.read_text()
     report = evaluate({"candidate_id": "x", "target": "dsa_topk", "profile": "smoke",
                        "source": src.replace("PARAMS = {", "raise RuntimeError('boom')\nPARAMS = {")})
@@ -107,10 +107,10 @@ def test_evaluate_reports_an_import_error_and_a_missing_forward_as_findings():
 
 
 @pytest.mark.slow
-def test_an_honest_candidate_passes_and_the_report_has_the_contract_fields():
+def test_an_honest_candidate_passes_and_the_report_has_the_contract_fields(few_verify_shapes):
     report = evaluate({"candidate_id": "c1", "attempt": 2, "target": "dsa_topk", "profile": "smoke",
                        "source": HONEST.read_text(), "seed": 1234})
-    assert report["schema"] == "ark.report/1"
+    assert report["schema"] == "ark.report/2"
     assert (report["candidate_id"], report["attempt"], report["target_version"]) == ("c1", 2, 1)
     assert report["mode"] == "cpu" and report["hardware"]["kind"] == "cpu"
     assert report["verdict"] == {"status": "pass", "complete": False, "reasons": ["benchmark:unavailable"]}
