@@ -84,3 +84,23 @@ def test_the_spec_refuses_unknown_fields_and_bad_profiles():
         EvaluationSpec.from_dict({"candidate_id": 3, "target": "t", "source": "", "incumbent_src": ""})
     with pytest.raises(ContractError, match="profile"):
         EvaluationSpec(candidate_id=3, target="t", source="", profile="fast")
+
+
+SEED = ROOT / "gpu_worker" / "candidates" / "add_rmsnorm" / "seed.py"
+# a candidate the guard passes and whose import fails in the verify child: the verify stage runs and fails
+FAILS_ON_IMPORT = SEED.read_text().replace("import triton\n", "import triton\nraise RuntimeError('boom')\n", 1)
+
+
+@pytest.mark.parametrize("source, stage", [("def forward(:\n", "guard"), (FAILS_ON_IMPORT, "verify")],
+                         ids=["guard_fails", "verify_runs"])
+def test_a_report_built_by_the_pipeline_on_cpu_round_trips(source, stage, monkeypatch):
+    from gpu_worker.pipeline import evaluate
+
+    assert "boom" in FAILS_ON_IMPORT
+    monkeypatch.setenv("ARK_DEVICE", "cpu")
+    written = evaluate({"candidate_id": "rt", "target": "add_rmsnorm", "source": source, "seed": 11})
+    assert written["schema"] == contract.SCHEMA and written["mode"] == "cpu"
+    assert written["stages"][stage]["status"] == "fail" and written["verdict"]["status"] == "fail"
+    report = from_json(json.dumps(written))
+    assert to_json(report) == written
+    assert report.stage(stage).findings and report.verdict.reasons == [f.code for f in report.stage(stage).findings]
