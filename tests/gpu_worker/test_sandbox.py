@@ -96,6 +96,11 @@ def test_the_child_gets_an_explicit_environment_and_the_isolation_is_recorded(tm
     assert hello["type"] == "hello" and hello["limits"]["RLIMIT_CORE"] == 0
 
 
+def _verdict(report: dict) -> dict:
+    """The verdict's outcome (its message field is free text, checked by the contract's own tests)."""
+    return {key: report["verdict"][key] for key in ("status", "complete", "reasons")}
+
+
 @pytest.mark.slow
 def test_evaluate_reports_an_import_error_and_a_missing_forward_as_findings(few_verify_shapes):
     src = HONEST.read_text()
@@ -113,12 +118,14 @@ def test_an_honest_candidate_passes_and_the_report_has_the_contract_fields(few_v
     assert report["schema"] == "ark.report/2"
     assert (report["candidate_id"], report["attempt"], report["target_version"]) == ("c1", 2, 1)
     assert report["mode"] == "cpu" and report["hardware"]["kind"] == "cpu"
-    assert report["verdict"] == {"status": "pass", "complete": False, "reasons": ["benchmark:unavailable"]}
+    assert _verdict(report) == {"status": "pass", "complete": False, "reasons": ["benchmark:unavailable"]}
     verify = report["stages"]["verify"]
     assert verify["status"] == "pass" and all(s["pass"] for s in verify["shapes"])
     assert any(s["shape"]["n_ctx"] < 2048 for s in verify["shapes"])  # pads exercised
-    assert report["stages"]["benchmark"] == {"status": "unavailable", "reason": "timings need a GPU worker",
-                                             "findings": [], "seconds": 0.0}
+    bench = report["stages"]["benchmark"]
+    assert {k: bench.get(k) for k in ("status", "reason", "findings", "seconds")} == {
+        "status": "unavailable", "reason": "timings need a GPU worker", "findings": [], "seconds": 0.0}
+    assert not bench.get("shapes")  # nothing timed on a CPU host
     assert report["stages"]["e2e"]["status"] == "skipped"
     assert report["isolation"]["spawned"] and report["isolation"]["explicit_env"]
     json.dumps(report, allow_nan=False)
@@ -131,7 +138,7 @@ def test_a_bad_target_name_is_an_error_report_not_an_exception():
 
 def test_the_guard_stops_a_candidate_before_any_child_runs():
     report = evaluate({"candidate_id": "x", "target": "dsa_topk", "source": "def forward(:\n"})
-    assert report["verdict"] == {"status": "fail", "complete": False, "reasons": ["guard:syntax"]}
+    assert _verdict(report) == {"status": "fail", "complete": False, "reasons": ["guard:syntax"]}
     assert report["stages"]["verify"]["status"] == "skipped"
 
 
