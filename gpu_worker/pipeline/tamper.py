@@ -55,7 +55,7 @@ WATCHED_ATTRIBUTES = (
     "torch.cuda:CUDAGraph.capture_begin", "torch.cuda:CUDAGraph.capture_end", "torch.cuda:mem_get_info",
     "torch.profiler:profile", "torch.utils._python_dispatch:TorchDispatchMode.__enter__",
     "torch.utils._python_dispatch:TorchDispatchMode.__exit__",
-    "triton.runtime.jit:JITFunction.run",
+    # not Triton's JITFunction.run: the launch log (child_run.LaunchLog) wraps it after arm(), on purpose
 )
 IGNORED_BUILTINS = {"_"}  # the interactive interpreter's last value, never read by the harness
 
