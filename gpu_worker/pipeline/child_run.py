@@ -15,12 +15,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from ..targets import get_target
 from ..targets.base import as_outputs
 from .protocol import candidate_text, derive_seed
+from . import tamper
 from .referee import file_name, runs_for
-
-try:
-    from . import tamper
-except ImportError:  # helper G's tamper check (pipeline/tamper.py) has not landed yet
-    tamper = None
 
 # aten ops a candidate's forward may issue itself: allocation, layout and copies; the work is the kernel's.
 ALLOWED_OPS = {
@@ -246,9 +242,9 @@ class Candidate:
 
 
 def tamper_findings() -> list[dict]:
-    """TAMPER CALL SITE, after every candidate call: did the call change anything the harness relies
-    on (helper G's pipeline/tamper.py; empty until it lands)."""
-    return list(tamper.check()) if tamper is not None else []
+    """After every candidate call: did it change anything the harness relies on (pipeline/tamper.py,
+    armed by child.py before the candidate is imported)."""
+    return list(tamper.check())
 
 
 def evidence_findings(call: dict, cand: Candidate) -> list[dict]:
