@@ -195,21 +195,25 @@ def gpu_worker(transactional_db, start_process, gpu_hardware):
     return proc
 
 
-@pytest.fixture
-def few_verify_shapes(monkeypatch):
+def verify_two_smallest_shapes(setattr=setattr) -> None:
     """For tests of the sandbox rather than of verification: a child verifies the target's two smallest
     shapes instead of the whole range, which in Triton's interpreter takes minutes (dsa_topk's two are one
     full row and five ragged rows shorter than k, so padding is exercised). test_seeds and test_cli run
-    seeds over the whole range."""
+    seeds over the whole range. Also called by tests that start the CLI in a process of its own."""
     from gpu_worker.targets.base import TargetSpec
 
     whole_range = TargetSpec.verify_shapes
 
-    def smallest_two(self, *args, **kwargs):
+    def two_smallest(self, *args, **kwargs):
         shapes = whole_range(self, *args, **kwargs)
         return sorted(shapes, key=lambda shape: math.prod(v for v in shape.values() if isinstance(v, int)))[:2]
 
-    monkeypatch.setattr(TargetSpec, "verify_shapes", smallest_two)
+    setattr(TargetSpec, "verify_shapes", two_smallest)
+
+
+@pytest.fixture
+def few_verify_shapes(monkeypatch):
+    verify_two_smallest_shapes(monkeypatch.setattr)
 
 
 def wait_until(predicate, timeout_s: float = 30.0, interval_s: float = 0.1):

@@ -135,6 +135,7 @@ def test_a_candidate_cannot_read_the_workers_environment(tmp_path):
     run_cli = ("import sys, gpu_worker.pipeline.evaluate; p = sys.modules['gpu_worker.pipeline.evaluate']; "
                "real = p.check_candidate; "
                "p.check_candidate = lambda s, t: ([], real(s, t)[1]); from gpu_worker.cli import main; "
+               "from tests.conftest import verify_two_smallest_shapes; verify_two_smallest_shapes(); "
                "sys.exit(main(sys.argv[1:]))")
     proc = subprocess.run(
         [sys.executable, "-c", run_cli, "evaluate", "--target", "dsa_topk", "--candidate", str(tmp_path / "cand.py"),
