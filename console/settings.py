@@ -10,8 +10,6 @@ from pathlib import Path
 
 import environ
 
-from gpu_worker.queues import LOOP_QUEUE, Task  # wire names are spelled in that one module
-
 BASE_DIR = Path(__file__).resolve().parent.parent
 env = environ.Env()
 
@@ -104,7 +102,9 @@ CHANNEL_LAYERS = {
 CELERY_BROKER_URL = env("CELERY_BROKER_URL", default=REDIS_URL)
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_IGNORE_RESULT = True
-CELERY_TASK_DEFAULT_QUEUE = LOOP_QUEUE
+# gpu_worker.queues.LOOP_QUEUE reads the same variable. Settings must not import that module: it fixes the
+# name at import, and settings load before a test run names its own queue (tests/conftest.py).
+CELERY_TASK_DEFAULT_QUEUE = env("ARK_LOOP_QUEUE", default="loop")
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_ACKS_LATE = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
@@ -168,7 +168,8 @@ if PRODUCTION:
 CELERY_BEAT_SCHEDULE = {
     # Publishes outbox rows whose after-commit publish was lost, re-queues candidates whose worker died
     # (expired leases) and advances the runs it changed or that stalled (loop/services/reaper.py).
-    "reap": {"task": Task.LOOP_REAP, "schedule": env.float("ARK_REAP_INTERVAL_S", default=15.0)},
+    "reap": {"task": "loop.reap",  # gpu_worker.queues.Task.LOOP_REAP; test_queue_names checks they agree
+              "schedule": env.float("ARK_REAP_INTERVAL_S", default=15.0)},
 }
 
 # Leases: a running candidate whose worker sends no heartbeat for ARK_LEASE_S is re-queued (or failed
