@@ -12,6 +12,7 @@ import os
 import secrets
 import shutil
 import tempfile
+import threading
 import time
 import traceback
 from pathlib import Path
@@ -154,10 +155,28 @@ class Evaluation:
         scratch.mkdir()
         path = write_source(scratch, "candidate.py", self.spec.source)
         cfg = self.child_cfg("verify", shapes, path)
+        # Each shape is judged as soon as the child reports it; the first failing shape ends the child, so
+        # a wrong candidate does not spend minutes on the rest of the range (CPU hosts interpret Triton).
+        judged, stop = {}, threading.Event()
+
+        def judge_now(m: dict) -> None:
+            if m.get("type") != "verify_shape" or stop.is_set():
+                return
+            if m.get("status") == "ran" and m.get("files") and 0 <= m.get("index", -1) < len(shapes):
+                try:
+                    judged[m["index"]] = referee.judge(self.target, shapes[m["index"]], m["index"], self.seed,
+                                                       scratch / "outputs", m["files"], self.device)
+                except Exception:  # judged again after the run, where a fault is reported as the harness's
+                    return
+                if not judged[m["index"]]["pass"]:
+                    stop.set()
+            if m.get("findings") or m.get("status") == "error":
+                stop.set()
+
         run = run_child(cfg, secret=str(self.seed), timeout_s=self.verify_timeout_s(), scratch=scratch,
-                        device=self.device)
+                        device=self.device, on_message=judge_now, cancel=stop)
         self.report.isolation = run.protections
-        entry = verify_entry(run, self.target, shapes, self.seed, scratch / "outputs", self.device)
+        entry = verify_entry(run, self.target, shapes, self.seed, scratch / "outputs", self.device, judged)
         if self.on_gpu:
             import torch  # local: CUDA only in a GPU evaluation
             torch.cuda.empty_cache()  # the referee's memory goes back before the benchmark's timing starts
@@ -347,8 +366,12 @@ def crash_findings(run, stage: str) -> list[dict]:
     return []
 
 
-def verify_entry(run, target, shapes: list, seed: int, outputs_dir: Path, device: str) -> dict:
-    """The verify stage from the verify child's messages: each shape judged by the referee."""
+def verify_entry(run, target, shapes: list, seed: int, outputs_dir: Path, device: str,
+                 judged: dict | None = None) -> dict:
+    """The verify stage from the verify child's messages: each shape judged by the referee (`judged`: the
+    shapes already judged while the child ran). Shapes after the first failing one are "not run": the
+    child was stopped there."""
+    judged = judged or {}
     findings: list[dict] = []
     for m in run.messages:
         if m.get("type") == "fatal":
@@ -368,10 +391,10 @@ def verify_entry(run, target, shapes: list, seed: int, outputs_dir: Path, device
                 compile_only = True
                 entry.update({"pass": None, "message": "compile-only (CuTe DSL on a CPU host): numerics not checked"})
             elif m.get("status") == "ran" and m.get("files"):
-                judged = referee.judge(target, shape, i, seed, outputs_dir, m["files"], device)
-                shape_findings += judged["findings"]
-                entry.update({"max_error": judged["max_error"], "message": judged["message"],
-                              "pass": judged["pass"] and not shape_findings})
+                verdict = judged.get(i) or referee.judge(target, shape, i, seed, outputs_dir, m["files"], device)
+                shape_findings += verdict["findings"]
+                entry.update({"max_error": verdict["max_error"], "message": verdict["message"],
+                              "pass": verdict["pass"] and not shape_findings})
             else:
                 entry["message"] = "; ".join(f["code"] for f in shape_findings) or "did not run"
             if shape_findings:
