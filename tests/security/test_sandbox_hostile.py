@@ -174,14 +174,11 @@ def test_fake_pass_messages_on_stdout_stderr_and_fds_do_not_make_a_wrong_kernel_
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="NOT STOPPED: the candidate runs Python in the same process as the harness's "
-    "own checks; with the guard taken away it takes the seed and the result writer from the harness's "
-    "frame and forges a clean conversation. The guard now stops it (frame, module-attribute and "
-    "string-access rules); the sandbox alone does not (docs/reliability.md, Security).",
-)
 def test_a_candidate_that_forges_the_verify_conversation_from_inside_does_not_pass():
+    """With the guard taken away, the candidate takes the seed and the result writer from the harness's frame
+    and writes a clean conversation. It still fails: the parent judges every run of the shared plan
+    (referee.RUNS) from output files it names itself, whatever the child's messages claim, and recomputes the
+    inputs from the seed; a forged "pass" without those outputs is verify:missing_output (docs/isolation.md)."""
     report = _evaluate("forge_referee.py")
     assert report["verdict"]["status"] != "pass", report["verdict"]
 
