@@ -18,12 +18,12 @@ if not os.environ.get("TRITON_INTERPRET"):
     except Exception:  # noqa: BLE001
         os.environ["TRITON_INTERPRET"] = "1"
 
-import torch  # noqa: E402
+import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CAND = os.path.join(ROOT, "gpu_worker", "candidates")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from topk_check import check_topk, check_topk_tol, indexer_scores  # noqa: E402
+from topk_check import check_topk, check_topk_tol, indexer_scores
 
 
 def _load(rel, params=None):
@@ -77,14 +77,16 @@ def test_dsa_topk_exact_and_deterministic(rel, params):
         assert torch.equal(out, m.forward(x, lengths, k))
 
 
+IDX_TK = {"N_PER_PROG": 128, "BLOCK_N": 64, "TK_BLOCK": 256, "TK_TARGET_CTAS": 8, "TK_SMALL": 512, "TK_NS": 32,
+          "TK_G": 8, "TK_SMALLT": 64}
 IDX = [("dsa_indexer_topk/seed.py", {"CHUNK": 256, "N_PER_PROG": 128, "BLOCK_N": 64, "MERGE_BLOCK": 256}),
        ("dsa_indexer_topk/seed.py", {"CHUNK": 256, "N_PER_PROG": 128, "BLOCK_N": 64, "MERGE_BLOCK": 256,
                                      "TRANS": 0, "ROWS": 1}),
-       ("dsa_indexer_topk/best.py", {"N_PER_PROG": 128, "BLOCK_N": 64, "TK_BLOCK": 256, "TK_TARGET_CTAS": 8,
-                                     "TK_SMALL": 512, "TK_NS": 32, "TK_G": 8, "TK_SMALLT": 64})]
+       ("dsa_indexer_topk/best.py", IDX_TK),
+       ("dsa_indexer_topk/best.py", dict(IDX_TK, TK_SCAN_MAX_ROWS=0))]  # the top-k's per-value atomic slots
 
 
-@pytest.mark.parametrize("rel,params", IDX, ids=["seed", "seed-rows1", "best"])
+@pytest.mark.parametrize("rel,params", IDX, ids=["seed", "seed-rows1", "best", "best-atomic"])
 def test_dsa_indexer_topk(rel, params):
     m = _load(rel, params)
     _contract(m)

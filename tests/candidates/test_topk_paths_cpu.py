@@ -15,10 +15,9 @@ if not os.environ.get("TRITON_INTERPRET"):
     except Exception:  # noqa: BLE001
         os.environ["TRITON_INTERPRET"] = "1"
 
-import pytest  # noqa: E402
-import torch  # noqa: E402
-
-from test_candidates_cpu import _contract, _load, _topk_cases, check_topk, check_topk_tol, indexer_scores  # noqa: E402
+import pytest
+import torch
+from test_candidates_cpu import _contract, _load, _topk_cases, check_topk
 
 V8 = {"BLOCK": 256, "TARGET_CTAS": 8, "SMALL": 512, "NS": 32, "G": 8, "SMALLT": 64}
 KEY, VALUE = "dsa_topk/best.py", "dsa_indexer_topk/topk_value_digits.py"
@@ -66,22 +65,3 @@ def test_topk_paths_exact(rel, params):
         assert torch.equal(x, xc)
         check_topk(out, x, lengths, k)
         assert torch.equal(out.sort(1).values, m.forward(x, lengths, k).sort(1).values)
-
-
-IDX_TK = {"N_PER_PROG": 128, "BLOCK_N": 64, "TK_BLOCK": 256, "TK_TARGET_CTAS": 8, "TK_SMALL": 512, "TK_NS": 32,
-          "TK_G": 8, "TK_SMALLT": 64}
-
-
-@pytest.mark.parametrize("params", [IDX_TK, dict(IDX_TK, TK_SCAN_MAX_ROWS=0)], ids=["best", "best-atomic"])
-def test_indexer_best(params):
-    m = _load("dsa_indexer_topk/best.py", params)
-    _contract(m)
-    g = torch.Generator().manual_seed(1)
-    for (M, N, k) in [(3, 700, 64), (2, 100, 128)]:
-        q = torch.randn(M, 64, 128, generator=g).bfloat16()
-        kk = torch.randn(N, 128, generator=g).bfloat16()
-        w = torch.randn(M, 64, generator=g)
-        lengths = torch.randint(0, N + 1, (M,), generator=g).int()
-        lengths[0] = N
-        out = m.forward(q, kk, w, lengths, k)
-        check_topk_tol(out, indexer_scores(q, kk, w), lengths, k)

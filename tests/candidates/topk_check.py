@@ -2,11 +2,12 @@
 import torch
 
 
-def check_topk(out, x, lengths, k):
-    """Raise AssertionError unless out is an exact top-k set per row. x: [M, N] float."""
-    out = out.cpu().long(); x = x.cpu().double(); lengths = lengths.cpu().long()
-    M, N = x.shape
+def _rows(out, shape, lengths, k):
+    """Per row (index, length, k_eff, selected indices), after the structure checks every top-k shares:
+    -1 padding past k_eff, indices in range, no duplicates."""
+    M, N = shape
     assert out.shape == (M, k), out.shape
+    lengths = lengths.cpu().long()
     for i in range(M):
         L = int(min(max(int(lengths[i]), 0), N))
         ke = min(k, L)
@@ -14,6 +15,13 @@ def check_topk(out, x, lengths, k):
         assert bool((out[i, ke:] == -1).all()), f"row {i}: padding not -1"
         assert bool(((sel >= 0) & (sel < L)).all()), f"row {i}: index out of range"
         assert sel.unique().numel() == ke, f"row {i}: duplicate indices"
+        yield i, L, ke, sel
+
+
+def check_topk(out, x, lengths, k):
+    """Raise AssertionError unless out is an exact top-k set per row. x: [M, N] float."""
+    out, x = out.cpu().long(), x.cpu().double()
+    for i, L, ke, sel in _rows(out, x.shape, lengths, k):
         if ke == 0:
             continue
         row = x[i, :L]
@@ -31,16 +39,8 @@ def indexer_scores(q, k_index, weights):
 
 def check_topk_tol(out, ref, lengths, k, rtol=1e-3):
     """Set check against a higher-precision reference with a tolerance band around the k-th value."""
-    out = out.cpu().long(); ref = ref.cpu().double(); lengths = lengths.cpu().long()
-    M, N = ref.shape
-    assert out.shape == (M, k), out.shape
-    for i in range(M):
-        L = int(min(max(int(lengths[i]), 0), N))
-        ke = min(k, L)
-        sel = out[i, :ke]
-        assert bool((out[i, ke:] == -1).all()), f"row {i}: padding not -1"
-        assert bool(((sel >= 0) & (sel < L)).all()), f"row {i}: index out of range"
-        assert sel.unique().numel() == ke, f"row {i}: duplicate indices"
+    out, ref = out.cpu().long(), ref.cpu().double()
+    for i, L, ke, sel in _rows(out, ref.shape, lengths, k):
         if ke == 0 or ke == L:
             continue
         row = ref[i, :L]
