@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from loop.models import Candidate, Run
 from loop.policy import RunPolicy
-from loop.services.candidates import IN_FLIGHT, OPEN, candidate_requeue_or_fail
+from loop.services.candidates import IN_FLIGHT, candidate_requeue_or_fail
 from loop.services.outbox import outbox_relay
 from loop.services.runs import run_advance
 
@@ -40,7 +40,10 @@ def reap(*, outbox_older_than_s: float = 5.0) -> dict:
         if result:
             touched.add(candidate.run_id)
     running = Run.objects.filter(status=Run.Status.RUNNING)
-    stalled = running.exclude(candidates__status__in=OPEN).values_list("id", flat=True)
+    # Stalled: nothing of the run is on a worker. Proposed candidates waiting for a dispatch count as stalled
+    # too: the advance that would have sent them can die with a loop worker (killed after its commit).
+    # Advancing is idempotent, so advancing a run that did not need it changes nothing.
+    stalled = running.exclude(candidates__status__in=IN_FLIGHT).values_list("id", flat=True)
     to_advance = set(running.filter(id__in=touched).values_list("id", flat=True)) | set(stalled)
     for run_id in sorted(to_advance):
         run_advance(run_id=run_id)

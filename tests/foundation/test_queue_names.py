@@ -5,6 +5,10 @@ worker reads would each leave messages waiting in Redis forever; these tests fai
 """
 
 import ast
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -58,10 +62,12 @@ def test_every_task_name_used_exists():
 
 @pytest.mark.django_db
 def test_the_loop_app_registers_every_loop_task_and_no_gpu_task():
-    from console.celery import app
-
-    app.loader.import_default_modules()
-    registered = set(app.tasks)
+    # in a fresh process: once another test has imported gpu_worker.tasks, its tasks are in this one's registry
+    probe = ("import json, django; django.setup(); from console.celery import app; "
+             "app.loader.import_default_modules(); print(json.dumps(sorted(app.tasks)))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True,
+                         env={**os.environ, "DJANGO_SETTINGS_MODULE": "console.settings"})
+    registered = set(json.loads(out.stdout.strip().splitlines()[-1]))
     assert {t.value for t in LOOP_TASKS} <= registered
     assert not {t.value for t in GPU_TASKS} & registered
     # its periodic tasks are its own, under the names queues.py gives them

@@ -2,7 +2,6 @@
 real pipeline. A sweep proposes, the GPU side verifies, the policy reverts, the database tells the
 whole story; a GPU worker killed mid-evaluation loses no candidate and counts none twice."""
 
-import sys
 from pathlib import Path
 
 import pytest
@@ -12,7 +11,7 @@ from loop.models import Candidate, Evaluation, Event, OutboxMessage, Run, Thesis
 from loop.services.reaper import reap
 from loop.services.runs import run_start
 from loop.services.targets import target_sync
-from tests.conftest import wait_until
+from tests.conftest import GPU_WORKER_CMD, wait_until
 
 pytest.importorskip("gpu_worker.pipeline", reason="the harness pipeline is not importable yet")
 
@@ -51,7 +50,7 @@ def sweep_run(alice, gpu_hardware, short_timeouts):
 
 
 def start_gpu_worker(start_process, gpu_hardware, name):
-    proc = start_process([sys.executable, "-m", "celery", "-A", "gpu_worker.celery_app", "worker",
+    proc = start_process([*GPU_WORKER_CMD, "-A", "gpu_worker.celery_app", "worker",
                           "-Q", f"gpu.{gpu_hardware}", "--pool=solo", "--without-heartbeat", "--without-gossip",
                           "--without-mingle", "-n", f"{name}-{gpu_hardware}@%h", "--loglevel=INFO"],
                          name=name, ARK_HARDWARE=gpu_hardware, ARK_HEARTBEAT_INTERVAL_S="1")

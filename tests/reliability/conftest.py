@@ -12,7 +12,7 @@ import pytest
 import redis
 from celery import Celery
 
-from tests.conftest import wait_until
+from tests.conftest import GPU_WORKER_CMD, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 SEED = (ROOT / "gpu_worker/candidates/add_rmsnorm/seed.py").read_text()
@@ -66,7 +66,7 @@ def start_gpu_worker(transactional_db, start_process, gpu_hardware, tmp_path):
     scratch.mkdir(exist_ok=True)
 
     def start(name="gpu-worker", **env):
-        proc = start_process([sys.executable, "-m", "celery", "-A", "gpu_worker.celery_app", "worker",
+        proc = start_process([*GPU_WORKER_CMD, "-A", "gpu_worker.celery_app", "worker",
                               "-Q", f"gpu.{gpu_hardware}", "--pool=solo", "--without-heartbeat", "--without-gossip",
                               "--without-mingle", "-n", f"{name}-{uuid.uuid4().hex[:6]}@%h", "--loglevel=INFO"],
                              name=f"{name}-{uuid.uuid4().hex[:4]}", ARK_HARDWARE=gpu_hardware,
