@@ -94,8 +94,11 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 REDIS_URL = env("REDIS_URL", default="redis://127.0.0.1:6379/0")
 CHANNEL_LAYERS = {
     "default": {
-        "BACKEND": "channels_redis.core.RedisChannelLayer",
-        "CONFIG": {"hosts": [REDIS_URL], "capacity": 1000, "expiry": 30},
+        # channels_redis with a socket read timeout longer than its blocking wait (console/channel_layer.py):
+        # with redis-py 8's 5 s default both were 5 s and idle sockets dropped every ~6 s.
+        "BACKEND": "console.channel_layer.RedisChannelLayer",
+        "CONFIG": {"hosts": [REDIS_URL], "capacity": 1000, "expiry": 30,
+                   "brpop_timeout": env.float("ARK_CHANNEL_WAIT_S", default=5.0)},
     }
 }
 

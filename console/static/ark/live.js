@@ -7,6 +7,7 @@
   if (!path) return;
   let lastSeq = parseInt(body.dataset.lastSeq || "0", 10);
   let delay = 500;
+  let opened = 0;
   const status = () => document.getElementById("live-status");
 
   function announce(detail) {
@@ -18,9 +19,15 @@
     const socket = new WebSocket(scheme + location.host + path);
     socket.onopen = function () {
       delay = 500;
-      if (status()) { status().textContent = "●"; status().classList.add("on"); }
+      opened += 1;
       body.dataset.wsOpen = "1";
-      announce({ resync: true });
+      if (status()) { status().textContent = "●"; status().classList.add("on"); status().title = "live updates"; }
+      if (opened > 1) {
+        // A reconnect: say so, and re-read every live section (messages may have been missed meanwhile).
+        body.dataset.reconnects = String(opened - 1);
+        if (status()) status().title = "live updates: reconnected at " + new Date().toLocaleTimeString();
+        announce({ resync: true });
+      }
     };
     socket.onmessage = function (message) {
       const data = JSON.parse(message.data);
@@ -30,7 +37,10 @@
       announce(Object.assign({ resync: gap }, data));
     };
     socket.onclose = function () {
-      if (status()) { status().textContent = "○"; status().classList.remove("on"); }
+      if (status()) {
+        status().textContent = "○"; status().classList.remove("on");
+        status().title = "live updates: disconnected, reconnecting";
+      }
       delete body.dataset.wsOpen;
       setTimeout(connect, delay);
       delay = Math.min(delay * 2, 10000);
