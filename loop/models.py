@@ -249,6 +249,20 @@ class ServingConfig(models.Model):
         permissions = [("promote", "Can promote and roll back serving configs")]
 
 
+class WorkloadProfile(models.Model):
+    """How often each cell of a target's operating grid is served: `cells` is [{"shape": {axis: value},
+    "weight": w}], weights in any unit (calls, seconds, tokens); shares are weight / total. Promotion
+    impact, the waterfall and the backlog are weighted by it (docs/domain.md)."""
+
+    target = models.OneToOneField(Target, on_delete=models.CASCADE, related_name="workload_profile")
+    cells = models.JSONField(default=list)
+    source = models.CharField(max_length=200, blank=True)  # "console", "fib:<file>", "e2e grid"
+    updated = models.DateTimeField(auto_now=True)
+
+    def __str__(self):
+        return f"workload of {self.target.name}"
+
+
 class Worker(models.Model):
     """A GPU worker as last heard from through its heartbeat."""
 
