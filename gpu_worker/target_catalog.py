@@ -37,6 +37,9 @@ class TargetInfo:
     value_families: tuple[str, ...] = ("normal",)
     # per axis, inclusive bins that tile the operating range (every bin is verified on every run)
     axis_classes: dict[str, tuple[tuple[int, int], ...]] = field(default_factory=dict)
+    # the two operating axes its speed depends on, (rows of the heatmap, columns): range analysis and
+    # serving routes work on this grid (docs/keep-rule.md, Winning regions)
+    grid: tuple[str, ...] = ()
 
     def seed_paths(self) -> list[Path]:
         return [CANDIDATES_DIR / self.name / f for f in self.seed_candidates]
@@ -60,6 +63,7 @@ DSA_TOPK = TargetInfo(
     e2e_slot="topk", tolerance={"values": 0.0}, value_families=TOPK_FAMILIES,
     axis_classes={"n_ctx": ((4096, 8192), (8193, 32768), (32769, 65536), (65537, 131072), (131073, 262144)),
                   "rows": TOPK_ROWS_CLASSES},
+    grid=("rows", "n_ctx"),
 )
 
 DSA_INDEXER_TOPK = TargetInfo(
@@ -71,6 +75,7 @@ DSA_INDEXER_TOPK = TargetInfo(
     value_families=TOPK_FAMILIES,
     axis_classes={"n_ctx": ((4096, 8192), (8193, 32768), (32769, 131072), (131073, 262144)),
                   "rows": TOPK_ROWS_CLASSES},
+    grid=("rows", "n_ctx"),
 )
 
 ADD_RMSNORM = TargetInfo(
@@ -82,7 +87,11 @@ ADD_RMSNORM = TargetInfo(
     value_families=("normal", "large", "small", "outliers"),
     axis_classes={"tokens": ((1, 1), (2, 64), (65, 1024), (1025, 16384)),
                   "hidden": ((2048, 4096), (4097, 8192))},
+    grid=("tokens", "hidden"),
 )
+
+# The e2e gate's grid: a decoding model's batch size and context length (gpu_worker/e2e).
+E2E_GRID = ("batch", "context")
 
 # the single-process targets the loop mirrors into Target rows (multi-process ones: gpu_worker/targets/allreduce.py)
 CATALOG: dict[str, TargetInfo] = {t.name: t for t in (DSA_TOPK, DSA_INDEXER_TOPK, ADD_RMSNORM)}
