@@ -145,6 +145,11 @@ class Candidate(models.Model):
     # The last decision's reason, denormalised for lists; the Decision rows are the record.
     reason_code = models.CharField(max_length=64, blank=True)
     reason_text = models.TextField(blank=True)
+    # What its last evaluation was measured against, set at dispatch: the run's incumbent then (null: the
+    # default kernel) and the serving config version in force for its target and hardware (null: none).
+    # A verdict against a superseded one is shown as stale (docs/domain.md, Stale verdicts).
+    measured_against = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    measured_config_version = models.PositiveIntegerField(null=True, blank=True)
     created = models.DateTimeField(auto_now_add=True)
     updated = models.DateTimeField(auto_now=True)
 
