@@ -3,7 +3,8 @@ converted by the contract, plus a latest.json list of per-kernel records) as fin
 imported with their device and date.
 
 One run per target in the folder. Each report becomes a candidate with its evaluation and the
-policy's decision, exactly as if a worker had sent it. Importing the same files again is a no-op.
+policy's decision, exactly as if a worker had sent it. Importing the same reports again, from any path,
+adds nothing: each candidate keeps its report's content key, and a report already imported is skipped.
 """
 
 from __future__ import annotations
@@ -97,9 +98,16 @@ def _read_report(file: Path, data: dict) -> tuple[dict, str]:
     return report, source if isinstance(source, str) else _source_from_command(file)
 
 
+def content_key(report: dict, source: str) -> str:
+    """What makes two imported reports the same: the report as the contract reads it and the kernel's
+    source, whatever file or folder they came from."""
+    text = json.dumps(report, sort_keys=True, separators=(",", ":")) + "\0" + (source or "")
+    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
 def reports_import(*, path: Path, actor, thesis: Thesis | None = None) -> list[Run]:
-    """Import every report under `path` (a folder or one file); returns the runs made (empty if
-    these exact files were imported before)."""
+    """Import every report under `path` (a folder or one file); returns the runs made (empty if every
+    report was imported before, from this path or another)."""
     path = Path(path)
     files = _files(path)
     reports, records = [], []
@@ -114,16 +122,25 @@ def reports_import(*, path: Path, actor, thesis: Thesis | None = None) -> list[R
     if not reports:
         raise ValidationError(f"{path}: no {SCHEMA} or {SCHEMA_V1} reports")
     sha = digest.hexdigest()
-    if Run.objects.filter(imported_from=str(path), proposer_settings__sha256=sha).exists():
-        return []
 
     by_target: dict[str, list] = {}
     for file, report, source in reports:
-        by_target.setdefault(str(report["target"] or "unknown"), []).append((file, report, source))
+        by_target.setdefault(str(report["target"] or "unknown"), []).append(
+            (file, report, source, content_key(report, source)))
     runs = []
     with transaction.atomic():
+        targets = {t.name: t for t in Target.objects.select_for_update().filter(name__in=list(by_target))}
+        # under the targets' locks: a second import of the same reports, even at the same moment, finds
+        # the first one's candidates and adds nothing
+        if Run.objects.filter(proposer_settings__sha256=sha).exclude(imported_from="").exists():
+            return []
+        seen = set(Candidate.objects.filter(proposer=PROPOSER, proposal__content_key__in=[
+            key for items in by_target.values() for *_, key in items]).values_list("proposal__content_key", flat=True))
         for target_name, items in sorted(by_target.items()):
-            target = Target.objects.filter(name=target_name).first()
+            items = [(file, report, source) for file, report, source, key in items if key not in seen]
+            if not items:
+                continue
+            target = targets.get(target_name)
             if target is None:
                 raise ValidationError(f"unknown target {target_name!r}: sync targets first")
             target_records = [r for r in records if r.get("target") == target_name]
@@ -149,7 +166,8 @@ def reports_import(*, path: Path, actor, thesis: Thesis | None = None) -> list[R
             for number, (file, report, source) in enumerate(items, start=1):
                 candidate = Candidate.objects.create(
                     run=run, number=number, source=source, source_hash=source_hash(source), proposer=PROPOSER,
-                    proposal={"kind": "import", "file": file.name, "label": report["candidate_id"]},
+                    proposal={"kind": "import", "file": file.name, "label": report["candidate_id"],
+                              "content_key": content_key(report, source)},
                     status=Candidate.Status.RUNNING, attempt=int(report["attempt"] or 1))
                 numbers = policy.summary_numbers(report)
                 Evaluation.objects.create(candidate=candidate, attempt=candidate.attempt, worker=f"import:{gpu}",
