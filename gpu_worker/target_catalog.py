@@ -78,6 +78,18 @@ DSA_INDEXER_TOPK = TargetInfo(
     grid=("rows", "n_ctx"),
 )
 
+DSA_INDEXER_TOPK_FP8 = TargetInfo(
+    name="dsa_indexer_topk_fp8", version=1,
+    description="DSA lightning indexer in FP8 over a paged K cache (FlashInfer-Bench "
+                "dsa_topk_indexer_fp8_h64_d128_topk2048_ps64): top-2048 global token ids per row, -1 padded",
+    axes={"n_ctx": (4096, 262144), "rows": (1, 128)}, dsls=("triton", "cute"),
+    arg_names=("q_index_fp8", "k_index_cache_fp8", "weights", "seq_lens", "block_table"),
+    forbidden_torch=TOPK_FORBIDDEN | DENSE_FORBIDDEN, seed_candidates=("seed.py",),
+    tolerance={"acc_eps": 2.0 ** -10}, value_families=TOPK_FAMILIES,
+    axis_classes={"n_ctx": ((4096, 8192), (8193, 32768), (32769, 131072), (131073, 262144)),
+                  "rows": TOPK_ROWS_CLASSES},
+)
+
 ADD_RMSNORM = TargetInfo(
     name="add_rmsnorm", version=1,
     description="Fused residual add + RMSNorm: (h, y) = (x + r, rmsnorm(x + r) * w), bf16 in and out",
@@ -94,4 +106,4 @@ ADD_RMSNORM = TargetInfo(
 E2E_GRID = ("batch", "context")
 
 # the single-process targets the loop mirrors into Target rows (multi-process ones: gpu_worker/targets/allreduce.py)
-CATALOG: dict[str, TargetInfo] = {t.name: t for t in (DSA_TOPK, DSA_INDEXER_TOPK, ADD_RMSNORM)}
+CATALOG: dict[str, TargetInfo] = {t.name: t for t in (DSA_TOPK, DSA_INDEXER_TOPK, DSA_INDEXER_TOPK_FP8, ADD_RMSNORM)}

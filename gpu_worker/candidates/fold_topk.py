@@ -19,6 +19,8 @@ import sys
 HERE = pathlib.Path(__file__).resolve().parent
 SOURCE = HERE / "dsa_indexer_topk" / "topk_value_digits.py"
 TARGET = HERE / "dsa_indexer_topk" / "best.py"
+# other candidates that hold the same folded copy: the script (not main()) checks and refolds them too
+ALSO = (HERE / "dsa_indexer_topk_fp8" / "best.py",)
 BEGIN = re.compile(r"# FOLD BEGIN[^\n]*digest (?P<digest>[0-9a-f]{16})\n")
 END = "# FOLD END\n"
 
@@ -82,4 +84,7 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    rc = main(sys.argv[1:])
+    for TARGET in ALSO:  # main() reads the module's TARGET
+        rc = max(rc, main(sys.argv[1:]))
+    sys.exit(rc)

@@ -3,9 +3,10 @@
 from .add_rmsnorm import TARGET as ADD_RMSNORM
 from .base import Shape, TargetSpec
 from .dsa_indexer_topk import TARGET as DSA_INDEXER_TOPK
+from .dsa_indexer_topk_fp8 import TARGET as DSA_INDEXER_TOPK_FP8
 from .dsa_topk import TARGET as DSA_TOPK
 
-TARGETS: dict[str, TargetSpec] = {t.name: t for t in (DSA_TOPK, DSA_INDEXER_TOPK, ADD_RMSNORM)}
+TARGETS: dict[str, TargetSpec] = {t.name: t for t in (DSA_TOPK, DSA_INDEXER_TOPK, DSA_INDEXER_TOPK_FP8, ADD_RMSNORM)}
 
 
 def get_target(name: str) -> TargetSpec:

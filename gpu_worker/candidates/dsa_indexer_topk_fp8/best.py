@@ -1,0 +1,766 @@
+"""dsa_indexer_topk_fp8 best. PARTLY GENERATED: the code between the FOLD markers is written by
+gpu_worker/candidates/fold_topk.py from dsa_indexer_topk/topk_value_digits.py (edit that file, then run
+`python gpu_worker/candidates/fold_topk.py`); the rest of this file is its own source.
+
+forward(q_index_fp8 e4m3[B, 64, 128], k_index_cache_fp8 int8[P, 64, 1, 132], weights f32[B, 64],
+        seq_lens int32[B], block_table int32[B, max_pages]) -> int32[B, 2048] global token ids, -1 padded
+
+Not yet fused: one Triton kernel writes each row's f32 logits in logical order (a program walks PAGES pages of
+its row through the block table: one FP8 tl.dot of the page's 64 keys against the row's 64 heads, relu, the
+weighted head sum, the page's K scales), the value-digit top-k of dsa_indexer_topk picks logical positions, and a
+last kernel maps them to page id x 64 + offset. docs/kernels.md ("The FP8 indexer") has the figures.
+"""
+import torch
+import triton
+import triton.language as tl
+
+PARAMS = {"PAGES": 16, "num_warps": 4, "num_stages": 4, "MAP_BLOCK": 1024,
+          "TK_BLOCK": 1024, "TK_TARGET_CTAS": 1024, "TK_MAX_C": 64, "TK_num_warps": 4, "TK_SMALL": 4096, "TK_SEL_WARPS": 16, "TK_NS": 64, "TK_G": 16, "TK_ALPHA_X2": 3, "TK_BETA": 12, "TK_ATOMIC": 1, "TK_SMALLT": 512, "TK_MIN_C": 16, "TK_SMALLR": 512, "TK_SPAN_BITS": 9, "TK_SMALLTA": 1024, "TK_HREG": 0, "TK_KD_WARPS": 4, "TK_PF": 2, "TK_SCAN_MAX_ROWS": 8, "TK_KA_WARPS": 8, "TK_PDL": 1, "TK_WARP": 1, "TK_KD_EARLY": 1}
+SPACE = {"PAGES": [8, 16, 32, 64], "num_warps": [4, 8], "num_stages": [2, 3, 4, 5]}
+
+H_IDX = 64
+D_IDX = 128
+PAGE = 64
+TOPK = 2048
+
+
+@triton.jit(do_not_specialize=["B"])
+def _fp8_logits(q_ptr, kv_ptr, kf_ptr, w_ptr, len_ptr, bt_ptr, out_ptr, stride_bt, stride_om, B,
+                H: tl.constexpr, D: tl.constexpr, PG: tl.constexpr, PAGES: tl.constexpr, UPCAST: tl.constexpr):
+    """out[m, t] = scale_t * sum_h w[m, h] relu(q[m, h] . k_t) for the row's tokens t of pages
+    [pid * PAGES, (pid + 1) * PAGES); kv_ptr is the cache as FP8 bytes, kf_ptr the same cache as f32 words."""
+    m = tl.program_id(0)
+    pid = tl.program_id(1)
+    L = tl.load(len_ptr + m)
+    p_lo = pid * PAGES
+    p_hi = tl.minimum(p_lo + PAGES, (L + PG - 1) // PG)
+    hh = tl.arange(0, H)
+    dd = tl.arange(0, D)
+    tt = tl.arange(0, PG)
+    q = tl.load(q_ptr + (m * H + hh).to(tl.int64)[:, None] * D + dd[None, :])
+    w = tl.load(w_ptr + m * H + hh)
+    if UPCAST:  # Triton's CPU interpreter has no FP8 dot; FP8 products are exact in f32
+        q = q.to(tl.float32)
+    qt = tl.trans(q)                                                   # [D, H]
+    row_out = out_ptr + m.to(tl.int64) * stride_om
+    for p in range(p_lo, p_hi):
+        page = tl.load(bt_ptr + m.to(tl.int64) * stride_bt + p).to(tl.int64)
+        kb = tl.load(kv_ptr + page * (PG * (D + 4)) + tt[:, None] * D + dd[None, :])   # [PG, D] FP8
+        sc = tl.load(kf_ptr + page * (PG * (D + 4) // 4) + (PG * D // 4) + tt)         # [PG] f32
+        if UPCAST:
+            kb = kb.to(tl.float32)
+        s = tl.dot(kb, qt)                                             # [PG, H] f32
+        lg = tl.sum(tl.maximum(s, 0.0) * w[None, :], 1) * sc
+        pos = p * PG + tt
+        tl.store(row_out + pos, lg, mask=pos < L)
+
+
+@triton.jit
+def _to_global(out_ptr, bt_ptr, stride_bt, K, PG: tl.constexpr, BLOCK: tl.constexpr):
+    """Logical positions -> page id x 64 + offset, in place; -1 stays -1."""
+    m = tl.program_id(0)
+    offs = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+    inside = offs < K
+    j = tl.load(out_ptr + m.to(tl.int64) * K + offs, mask=inside, other=-1)
+    live = inside & (j >= 0)
+    page = tl.load(bt_ptr + m.to(tl.int64) * stride_bt + j // PG, mask=live, other=0)
+    tl.store(out_ptr + m.to(tl.int64) * K + offs, tl.where(live, page * PG + j % PG, -1), mask=inside)
+
+
+# FOLD BEGIN: written by gpu_worker/candidates/fold_topk.py from topk_value_digits.py, digest 2b4970d831121f56
+
+
+@triton.jit
+def _key(x):
+    b = x.to(tl.int32, bitcast=True)
+    b = tl.where(x == 0.0, 0, b)
+    kk = b ^ ((b >> 31) | -2147483648)
+    return kk.to(tl.uint32, bitcast=True)
+
+
+@triton.jit
+def _val(key):
+    """The float of an order-preserving key (the inverse of _key)."""
+    b = key.to(tl.int32, bitcast=True)
+    return tl.where(b < 0, b & 0x7FFFFFFF, ~b).to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _digit(key, thr, sc):
+    """The digit of a candidate (key > thr): min((value - value(thr)) sc, 255), monotone in the key, so
+    that a digit holds a range of values of equal width wherever the k-th value lies (keys are
+    logarithmic in the value: near zero a key-linear digit held thousands of values). A NaN (an infinite
+    difference times sc = 0) is the top digit."""
+    d = (_val(key) - _val(thr)) * sc
+    d = tl.where(d == d, d, 255.0)
+    return tl.minimum(d, 255.0).to(tl.int32)
+
+
+@triton.jit
+def _row_len(len_ptr, row, N, K):
+    L = tl.minimum(tl.maximum(tl.load(len_ptr + row), 0), N)
+    return L, tl.minimum(K, L)
+
+
+@triton.jit
+def _pick(hist, k_rem, NB: tl.constexpr):
+    # the largest digit d with #(digit >= d) >= k_rem; k_rem left for the elements of digit d
+    bins = tl.arange(0, NB)
+    ge = tl.cumsum(hist, 0, reverse=True)
+    dsel = tl.max(tl.where(ge >= k_rem, bins, 0), 0)
+    gt = tl.sum(tl.where(bins > dsel, hist, 0), 0)
+    return dsel, k_rem - gt
+
+
+@triton.jit
+def _pick_n(hist, k_rem, NB: tl.constexpr):
+    bins = tl.arange(0, NB)
+    dsel, k_rem = _pick(hist, k_rem, NB)
+    return dsel, k_rem, tl.sum(tl.where(bins == dsel, hist, 0), 0)
+
+
+@triton.jit
+def _levels(d, active, k_rem, prefix):
+    """Digits 2..4 (bits 23..0) of the radix select whose first digit is prefix's top byte."""
+    pmask = tl.full([], 0xFF000000, tl.uint32)
+    for s in tl.static_range(16, -8, -8):
+        hist = tl.histogram(((d >> s) & 255).to(tl.int32), 256, mask=active & ((d & pmask) == prefix))
+        dsel, k_rem = _pick(hist, k_rem, 256)
+        prefix = prefix | (dsel.to(tl.uint32) << s)
+        pmask = pmask | tl.full([], 255 << s, tl.uint32)
+    return prefix, k_rem
+
+
+@triton.jit
+def _radix_top(d, active, k_rem, scr_ptr, SMALLT: tl.constexpr):
+    """Exact k_rem-th largest of d[active] (uint32) by four 8-bit histogram levels.
+    Returns (T, need): T the value, need how many elements equal to T belong to the top k_rem.
+    tl.histogram costs per element of the tile, masked or not, and more when many elements hit one
+    bin. So the values are first shifted left until the largest uses the top bit (the first level
+    then spreads over its 256 bins), and the members of the chosen first-level bin (usually tens)
+    are compacted through scr_ptr into a SMALLT tile for the last three levels."""
+    hi = tl.max(tl.where(active, d, 0), 0)
+    nbits = ((hi.to(tl.float32).to(tl.int32, bitcast=True) >> 23) - 126)   # >= bit length of hi (or 1 more)
+    sh = tl.minimum(tl.maximum(32 - nbits, 0), 31).to(tl.uint32)
+    d = d << sh
+    top = (d >> 24).to(tl.int32)
+    dsel, k_rem, cnt = _pick_n(tl.histogram(top, 256, mask=active), k_rem, 256)
+    prefix = dsel.to(tl.uint32) << 24
+    inb = active & (top == dsel)
+    if cnt <= SMALLT:
+        tl.store(scr_ptr + tl.cumsum(inb.to(tl.int32), 0) - 1, d.to(tl.int32, bitcast=True), mask=inb)
+        tl.debug_barrier()   # bar.sync: the CTA's global stores are visible to the CTA
+        o = tl.arange(0, SMALLT)
+        m2 = o < cnt
+        d2 = tl.load(scr_ptr + o, mask=m2, other=0).to(tl.uint32, bitcast=True)
+        prefix, k_rem = _levels(d2, m2, k_rem, prefix)
+    else:
+        prefix, k_rem = _levels(d, inb, k_rem, prefix)
+    return prefix >> sh, k_rem
+
+
+@triton.jit
+def _approx_top(d, active, k_rem, scr_ptr, SMALLTA: tl.constexpr, COMPACT: tl.constexpr):
+    """A lower bound t of the k_rem-th largest of d[active] (uint32) with #(d >= t) >= k_rem: two 8-bit
+    histogram levels of _radix_top (the second over the members of the first level's bin, compacted into
+    a SMALLTA tile when COMPACT: d is larger than that tile); t is the lower edge of the chosen
+    second-level bin. KA needs no more: the threshold only has to leave at least r samples above it."""
+    hi = tl.max(tl.where(active, d, 0), 0)
+    nbits = ((hi.to(tl.float32).to(tl.int32, bitcast=True) >> 23) - 126)
+    sh = tl.minimum(tl.maximum(32 - nbits, 0), 31).to(tl.uint32)
+    d = d << sh
+    top = (d >> 24).to(tl.int32)
+    dsel, k_rem, cnt = _pick_n(tl.histogram(top, 256, mask=active), k_rem, 256)
+    inb = active & (top == dsel)
+    if COMPACT and cnt <= SMALLTA:
+        tl.store(scr_ptr + tl.cumsum(inb.to(tl.int32), 0) - 1, d.to(tl.int32, bitcast=True), mask=inb)
+        tl.debug_barrier()
+        o = tl.arange(0, SMALLTA)
+        m2 = o < cnt
+        d2 = tl.load(scr_ptr + o, mask=m2, other=0).to(tl.uint32, bitcast=True)
+        h2 = tl.histogram(((d2 >> 16) & 255).to(tl.int32), 256, mask=m2)
+    else:
+        # the tile itself is no larger: histogram it masked (no round trip through the scratch)
+        h2 = tl.histogram(((d >> 16) & 255).to(tl.int32), 256, mask=inb)
+    dsel2, k_rem = _pick(h2, k_rem, 256)
+    return ((dsel.to(tl.uint32) << 24) | (dsel2.to(tl.uint32) << 16)) >> sh
+
+
+# Triton compiles a kernel again for each class of an integer argument (== 1, a multiple of 16, other). N and
+# C only bound loops and masks: their classes would cost compiles (seconds each, in the verify stage of every
+# evaluation) and buy nothing. The row stride stays specialised: its class makes KB's loads 16 bytes wide.
+NO_SPEC = ["N", "C"]
+
+
+@triton.jit(do_not_specialize=NO_SPEC)
+def _ka_sample(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, rh_ptr, scr_ptr, N, K, SMALL, C, NS: tl.constexpr,
+               G: tl.constexpr, ALPHA_X2: tl.constexpr, BETA: tl.constexpr, CB: tl.constexpr,
+               SMALLTA: tl.constexpr, SPAN_BITS: tl.constexpr, PDL: tl.constexpr, FULL: tl.constexpr):
+    row = tl.program_id(0)
+    if PDL:
+        tl.extra.cuda.gdc_launch_dependents()     # KB may start now: it waits for this grid before reading its output
+    L, k_eff = _row_len(len_ptr, row, N, K)
+    cs_ = tl.arange(0, CB)
+    tl.store(cnt_ptr + row * C + cs_, tl.zeros([CB], dtype=tl.int32), mask=cs_ < C)
+    tl.store(rh_ptr + row * 256 + tl.arange(0, 256), tl.zeros([256], dtype=tl.int32))
+    S: tl.constexpr = NS * G
+    s_ = tl.arange(0, S)
+    thr = tl.zeros([], dtype=tl.uint32)
+    span = tl.zeros([], dtype=tl.uint32)
+    if L > SMALL:
+        gap = tl.multiple_of(L // NS // G * G, G)       # groups start at multiples of G: wide loads
+        key = _key(tl.load(x_ptr + row.to(tl.int64) * stride_x + (s_ // G) * gap + s_ % G))
+        r = tl.minimum((k_eff * S * ALPHA_X2) // (2 * L) + BETA, S)
+        # at least r samples >= thr (relative to the smallest sample, so that the first level spreads)
+        lo_key = tl.min(key, 0)
+        thr = _approx_top(key - lo_key, key >= lo_key, r, scr_ptr + row * SMALLTA, SMALLTA, SMALLTA < S) + lo_key
+        span = tl.max(key, 0) - thr
+    elif L > K:
+        # a short row (at most FULL = SMALL values), read whole: thr just below a key t with at least k values
+        # at or above it (two histogram levels over the row, so few more than k), every one a candidate
+        f_ = tl.arange(0, FULL)
+        m = f_ < L
+        key = _key(tl.load(x_ptr + row.to(tl.int64) * stride_x + f_, mask=m, other=0.0))
+        lo_key = tl.min(tl.where(m, key, tl.full([], 0xFFFFFFFF, tl.uint32)), 0)
+        t = _approx_top(key - lo_key, m, k_eff, scr_ptr + row * SMALLTA, SMALLTA, SMALLTA < FULL) + lo_key
+        thr = tl.maximum(t, 1) - 1
+        span = tl.max(tl.where(m, key, 0), 0) - thr
+    # the digit scale: the values from thr to the largest sample span 3/4 of 2^SPAN_BITS digits; digits
+    # clamp to 255, so the top of that span shares the last digit (far above the k-th value). No span (or
+    # no finite one): sc = 0, every finite candidate in digit 0
+    tv = _val(thr)
+    top = _val(thr + span)
+    width = top - tv
+    sc = tl.where((span > 0) & (width > 0) & (width < float("inf")), (3 << (SPAN_BITS - 2)) / width, 0.0)
+    tl.store(thr_ptr + row * 2, thr.to(tl.int32, bitcast=True))
+    tl.store(thr_ptr + row * 2 + 1, sc.to(tl.int32, bitcast=True))
+
+
+@triton.jit
+def _kb_block(key, offs, m, thr, sc, n_gt, hist, cnt_at, ck_reg, ci_reg, RC, BLOCK: tl.constexpr,
+              ATOMIC: tl.constexpr, HREG: tl.constexpr):
+    """One block of KB's scan: candidates (key > thr) to the program's region."""
+    is_gt = m & (key > thr)
+    if ATOMIC:
+        # a slot per candidate from the program's own counter (KA zeroed it): no block scan
+        p = tl.atomic_add(cnt_at + tl.zeros([BLOCK], dtype=tl.int32), 1, mask=is_gt, sem="relaxed")
+    else:
+        p = n_gt + tl.cumsum(is_gt.to(tl.int32), 0) - 1
+        n_gt += tl.sum(is_gt.to(tl.int32), 0)
+    w = is_gt & (p < RC)
+    tl.store(ck_reg + p, key.to(tl.int32, bitcast=True), mask=w)
+    tl.store(ci_reg + p, offs, mask=w)
+    if HREG:
+        hist += tl.histogram(_digit(key, thr, sc), 256, mask=is_gt)
+    return n_gt, hist
+
+
+# KB's candidate step for 4 values of a thread, in PTX (a GPU only): each value's test is balloted across the
+# warp, lane 0 takes the warp's slots with one atomic, and each thread stores its own candidates (key, index)
+# at base + #(candidates of the lanes below it); a thread with none skips the stores. Slots at or past rc are
+# counted but not written (the overflow KC detects). Returns 0s (the op exists for its side effects).
+_WARP_SLOTS_PTX = tl.constexpr("""
+{
+.reg .pred q0, q1, q2, q3, p, any;
+.reg .b32 b0, b1, b2, b3, lt, c, pre, tot, base, s;
+.reg .b64 w, a;
+mov.u32 $0, 0;
+mov.u32 $1, 0;
+mov.u32 $2, 0;
+mov.u32 $3, 0;
+setp.gt.u32 q0, $4, $12;
+setp.gt.u32 q1, $5, $13;
+setp.gt.u32 q2, $6, $14;
+setp.gt.u32 q3, $7, $15;
+vote.sync.ballot.b32 b0, q0, -1;
+vote.sync.ballot.b32 b1, q1, -1;
+vote.sync.ballot.b32 b2, q2, -1;
+vote.sync.ballot.b32 b3, q3, -1;
+or.b32 c, b0, b1;
+or.b32 c, c, b2;
+or.b32 c, c, b3;
+setp.eq.u32 p, c, 0;
+@p bra.uni DONE;
+popc.b32 tot, b0;
+popc.b32 c, b1;
+add.u32 tot, tot, c;
+popc.b32 c, b2;
+add.u32 tot, tot, c;
+popc.b32 c, b3;
+add.u32 tot, tot, c;
+mov.u32 lt, %lanemask_lt;
+and.b32 c, b0, lt;
+popc.b32 pre, c;
+and.b32 c, b1, lt;
+popc.b32 c, c;
+add.u32 pre, pre, c;
+and.b32 c, b2, lt;
+popc.b32 c, c;
+add.u32 pre, pre, c;
+and.b32 c, b3, lt;
+popc.b32 c, c;
+add.u32 pre, pre, c;
+mov.u32 s, %laneid;
+setp.eq.u32 p, s, 0;
+mov.u32 base, 0;
+@p atom.global.add.u32 base, [$16], tot;
+shfl.sync.idx.b32 base, base, 0, 31, -1;
+or.pred any, q0, q1;
+or.pred any, any, q2;
+or.pred any, any, q3;
+@!any bra DONE;
+add.u32 s, base, pre;
+setp.lt.and.u32 p, s, $28, q0;
+mul.wide.u32 w, s, 4;
+@p add.s64 a, $20, w;
+@p st.global.u32 [a], $4;
+@p add.s64 a, $24, w;
+@p st.global.u32 [a], $8;
+selp.u32 c, 1, 0, q0;
+add.u32 s, s, c;
+setp.lt.and.u32 p, s, $29, q1;
+mul.wide.u32 w, s, 4;
+@p add.s64 a, $21, w;
+@p st.global.u32 [a], $5;
+@p add.s64 a, $25, w;
+@p st.global.u32 [a], $9;
+selp.u32 c, 1, 0, q1;
+add.u32 s, s, c;
+setp.lt.and.u32 p, s, $30, q2;
+mul.wide.u32 w, s, 4;
+@p add.s64 a, $22, w;
+@p st.global.u32 [a], $6;
+@p add.s64 a, $26, w;
+@p st.global.u32 [a], $10;
+selp.u32 c, 1, 0, q2;
+add.u32 s, s, c;
+setp.lt.and.u32 p, s, $31, q3;
+mul.wide.u32 w, s, 4;
+@p add.s64 a, $23, w;
+@p st.global.u32 [a], $7;
+@p add.s64 a, $27, w;
+@p st.global.u32 [a], $11;
+DONE:
+}
+""")
+
+
+@triton.jit
+def _kb_block_warp(key, offs, thr, cnt_at, ck_reg, ci_reg, RC, BLOCK: tl.constexpr):
+    """One block of KB's scan with the warp-ballot slots (_WARP_SLOTS_PTX): candidates (key > thr) to the
+    program's region. Masked-off values must come with key 0 (never a candidate)."""
+    z = tl.zeros([BLOCK], dtype=tl.int32)
+    tl.inline_asm_elementwise(
+        _WARP_SLOTS_PTX,
+        "=r,=r,=r,=r,r,r,r,r,r,r,r,r,r,r,r,r,l,l,l,l,l,l,l,l,l,l,l,l,r,r,r,r",
+        [key, offs, z.to(tl.uint32) + thr, (cnt_at + z).to(tl.int64), (ck_reg + z).to(tl.int64),
+         (ci_reg + z).to(tl.int64), z + RC],
+        dtype=tl.int32, is_pure=False, pack=4)
+
+
+@triton.jit
+def _kb_take(key, offs, m, thr, sc, n_gt, hist, cnt_at, ck_reg, ci_reg, RC, BLOCK: tl.constexpr,
+             ATOMIC: tl.constexpr, HREG: tl.constexpr, WARP: tl.constexpr, WHOLE: tl.constexpr):
+    """One block of KB's scan, the warp-ballot slots (WARP) or Triton's; WHOLE: every value is in the row
+    (m is all true, and the warp path needs no masked keys)."""
+    if WARP:
+        if WHOLE:
+            _kb_block_warp(key, offs, thr, cnt_at, ck_reg, ci_reg, RC, BLOCK)
+        else:
+            _kb_block_warp(tl.where(m, key, 0), offs, thr, cnt_at, ck_reg, ci_reg, RC, BLOCK)
+    else:
+        n_gt, hist = _kb_block(key, offs, m, thr, sc, n_gt, hist, cnt_at, ck_reg, ci_reg, RC, BLOCK, ATOMIC, HREG)
+    return n_gt, hist
+
+
+@triton.jit(do_not_specialize=NO_SPEC)
+def _kb_filter(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, hist_ptr, rh_ptr, N, K, C,
+               RC, BLOCK: tl.constexpr, ATOMIC: tl.constexpr, HB: tl.constexpr, HREG: tl.constexpr, PF: tl.constexpr,
+               PDL: tl.constexpr, WARP: tl.constexpr):
+    row = tl.program_id(0)
+    c = tl.program_id(1)
+    x_row = x_ptr + row.to(tl.int64) * stride_x
+    reg = (row * C + c).to(tl.int64) * RC
+    cnt_at = cnt_ptr + row * C + c
+    L, _ = _row_len(len_ptr, row, N, K)
+    ch = tl.cdiv(tl.cdiv(L, C), 64) * 64      # each row split evenly over its C programs
+    lo = tl.multiple_of(c * ch, 64)
+    hi = tl.minimum(lo + ch, L)
+    n_gt = 0
+    hist = tl.zeros([256], dtype=tl.int32)
+    ck_reg = ck_ptr + reg
+    ci_reg = ci_ptr + reg
+    # whole blocks load unmasked: a mask against the row's length (any value) would split every load into
+    # 4-byte ones; lo is a multiple of 64 and so is every start, so these loads are 16 bytes wide
+    mid = lo + tl.maximum(hi - lo, 0) // BLOCK * BLOCK
+    ar = tl.arange(0, BLOCK)
+    if PF:
+        # the first PF blocks' loads go out before the wait for KA (the logits are the caller's input)
+        nxt = tl.load(x_row + lo + ar, mask=ar < mid - lo, other=0.0)
+    if PF == 2:
+        nxt2 = tl.load(x_row + lo + BLOCK + ar, mask=ar + BLOCK < mid - lo, other=0.0)
+    if PDL:
+        tl.extra.cuda.gdc_wait()       # KA's threshold, zeroed counters and row histogram are visible after this
+        tl.extra.cuda.gdc_launch_dependents()
+    thr = tl.load(thr_ptr + row * 2).to(tl.uint32, bitcast=True)
+    sc = tl.load(thr_ptr + row * 2 + 1).to(tl.float32, bitcast=True)     # the digit scale
+    if PF == 2:
+        # two blocks in flight while one is filtered: more bytes in flight per program
+        for start in range(lo, mid, BLOCK):
+            cur = nxt
+            nxt = nxt2
+            offs = start + ar
+            nxt2 = tl.load(x_row + offs + 2 * BLOCK, mask=offs + 2 * BLOCK < mid, other=0.0)
+            n_gt, hist = _kb_take(_key(cur), offs, offs < hi, thr, sc, n_gt, hist, cnt_at, ck_reg, ci_reg, RC,
+                                  BLOCK, ATOMIC, HREG, WARP, True)
+    elif PF:
+        # the next block's load is issued before this block's slots are taken (an atomic's or a scan's
+        # latency), so the two overlap; masks against mid keep 16-byte loads (mid - lo is whole blocks)
+        for start in range(lo, mid, BLOCK):
+            cur = nxt
+            offs = start + ar
+            nxt = tl.load(x_row + offs + BLOCK, mask=offs + BLOCK < mid, other=0.0)
+            n_gt, hist = _kb_take(_key(cur), offs, offs < hi, thr, sc, n_gt, hist, cnt_at, ck_reg, ci_reg, RC,
+                                  BLOCK, ATOMIC, HREG, WARP, True)
+    else:
+        for start in range(lo, mid, BLOCK):
+            offs = start + ar
+            n_gt, hist = _kb_take(_key(tl.load(x_row + offs)), offs, offs < hi, thr, sc, n_gt, hist, cnt_at, ck_reg,
+                                  ci_reg, RC, BLOCK, ATOMIC, HREG, WARP, True)
+    if mid < hi:
+        offs = mid + ar
+        m = offs < hi
+        n_gt, hist = _kb_take(_key(tl.load(x_row + offs, mask=m, other=0.0)), offs, m, thr, sc, n_gt, hist, cnt_at,
+                              ck_reg, ci_reg, RC, BLOCK, ATOMIC, HREG, WARP, False)
+    if ATOMIC or WARP:
+        tl.debug_barrier()
+        n_gt = tl.atomic_add(cnt_at, 0)          # the final count, after every program's atomics
+    else:
+        tl.store(cnt_at, n_gt)
+    if not HREG:
+        # the row-wide digit histogram of this program's candidates, re-read from its region
+        tl.debug_barrier()
+        for s in range(0, tl.minimum(n_gt, RC), HB):
+            o = s + tl.arange(0, HB)
+            m = o < tl.minimum(n_gt, RC)
+            key = tl.load(ck_ptr + reg + o, mask=m, other=0).to(tl.uint32, bitcast=True)
+            hist += tl.histogram(_digit(key, thr, sc), 256, mask=m)
+    # the row's digit histogram (integer atomics: exact, order-free) and this program's suffix counts
+    # #(digit >= b), from which KD reads its offsets in two columns
+    hb = tl.arange(0, 256)
+    tl.atomic_add(rh_ptr + row * 256 + hb, hist, mask=hist > 0, sem="relaxed")
+    tl.store(hist_ptr + (row * C + c) * 256 + hb, tl.cumsum(hist, 0, reverse=True))
+
+
+@triton.jit
+def _fallback_row(x_row, o_row, L, k_eff, BLOCK: tl.constexpr):
+    """seed.py's exact one-program select over the whole row (only for rows whose sample misled)."""
+    prefix = tl.zeros([], dtype=tl.uint32)
+    pmask = tl.zeros([], dtype=tl.uint32)
+    k_rem = k_eff
+    for s in tl.static_range(24, -8, -8):
+        hist = tl.zeros([256], dtype=tl.int32)
+        for start in range(0, L, BLOCK):
+            offs = start + tl.arange(0, BLOCK)
+            m = offs < L
+            key = _key(tl.load(x_row + offs, mask=m, other=0.0))
+            hist += tl.histogram(((key >> s) & 255).to(tl.int32), 256, mask=m & ((key & pmask) == prefix))
+        dsel, k_rem = _pick(hist, k_rem, 256)
+        prefix = prefix | (dsel.to(tl.uint32) << s)
+        pmask = pmask | tl.full([], 255 << s, tl.uint32)
+    n_gt = k_eff - k_rem
+    cnt_gt = 0
+    cnt_eq = 0
+    for start in range(0, L, BLOCK):
+        offs = start + tl.arange(0, BLOCK)
+        m = offs < L
+        key = _key(tl.load(x_row + offs, mask=m, other=0.0))
+        is_gt = m & (key > prefix)
+        is_eq = m & (key == prefix)
+        v = is_gt.to(tl.int32) + (is_eq.to(tl.int32) << 16)
+        cs = tl.cumsum(v, 0)
+        tl.store(o_row + cnt_gt + (cs & 65535) - 1, offs, mask=is_gt)
+        ce = cnt_eq + (cs >> 16)
+        tl.store(o_row + n_gt + ce - 1, offs, mask=is_eq & (ce <= k_rem))
+        tot = tl.sum(v, 0)
+        cnt_gt += tot & 65535
+        cnt_eq += tot >> 16
+
+
+@triton.jit
+def _rank_store(rs, cnt, k_rem, o_at, R: tl.constexpr, SMALLR: tl.constexpr):
+    """The first k_rem of the cnt <= R (key, index) pairs at rs (keys) and rs + SMALLR (indices), ordered
+    by key descending then index ascending, each ranked against all R in 64 x R tiles; their indices
+    go to o_at."""
+    oj = tl.arange(0, R)
+    mj = oj < cnt
+    kj = tl.load(rs + oj, mask=mj, other=0).to(tl.uint32, bitcast=True)[None, :]
+    ij = tl.load(rs + SMALLR + oj, mask=mj, other=0)[None, :]
+    done = 0
+    for i0 in range(0, cnt, 64):
+        oi = i0 + tl.arange(0, 64)
+        mi = oi < cnt
+        ki = tl.load(rs + oi, mask=mi, other=0).to(tl.uint32, bitcast=True)[:, None]
+        ii = tl.load(rs + SMALLR + oi, mask=mi, other=0)
+        ahead = mj[None, :] & ((kj > ki) | ((kj == ki) & (ij < ii[:, None])))
+        sel = mi & (tl.sum(ahead.to(tl.int32), 1) < k_rem)
+        cs = tl.cumsum(sel.to(tl.int32), 0)
+        tl.store(o_at + done + cs - 1, ii, mask=sel)
+        done += tl.sum(sel.to(tl.int32), 0)
+
+
+@triton.jit(do_not_specialize=NO_SPEC)
+def _kd_place(len_ptr, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, hist_ptr, rh_ptr, rscr_ptr, info_ptr, out_ptr, stride_o, N, K, C,
+              RC, CB: tl.constexpr, RT: tl.constexpr, SMALLR: tl.constexpr, PDL: tl.constexpr,
+              EARLY: tl.constexpr):
+    """grid (M, C): KC's two common cases spread over the row's C programs, each placing its own region.
+    Every program of a row reads the same counts and tables and so reaches the same decision:
+      mode 1, n_gt == k_eff: every candidate, at the offset of the regions before it.
+      mode 2, path A with a chosen digit dsel < 255 of at most SMALLR members: its candidates of a larger
+        digit go to the output, its members of dsel to the row's rank scratch, at offsets read from two columns
+        of the suffix counts of the programs before it (no atomics: deterministic). KC ranks the members.
+      mode 0: anything else (and regions of more than RT = RC candidates): KC does the whole row as before.
+    Program 0 of the row records the mode, k_rem and the member count for KC.
+    EARLY: the region's RT slots load right after the wait, unmasked, beside the counts (one round trip less);
+    the slots past the program's count hold stale values that the masks drop."""
+    if PDL:
+        tl.extra.cuda.gdc_wait()       # KB's regions, counts and tables
+        tl.extra.cuda.gdc_launch_dependents()
+    row = tl.program_id(0)
+    c = tl.program_id(1)
+    o = tl.arange(0, RT)
+    reg = (row * C + c).to(tl.int64) * RC
+    if EARLY:
+        idx_e = tl.load(ci_ptr + reg + o)
+        key_e = tl.load(ck_ptr + reg + o).to(tl.uint32, bitcast=True)
+    _, k_eff = _row_len(len_ptr, row, N, K)
+    thr = tl.load(thr_ptr + row * 2).to(tl.uint32, bitcast=True)
+    sc = tl.load(thr_ptr + row * 2 + 1).to(tl.float32, bitcast=True)     # the digit scale
+    cs_ = tl.arange(0, CB)
+    cmask = cs_ < C
+    gts = tl.load(cnt_ptr + row * C + cs_, mask=cmask, other=0)
+    n_gt = tl.sum(gts, 0)
+    dsel, k_rem, cnt = _pick_n(tl.load(rh_ptr + row * 256 + tl.arange(0, 256)), k_eff, 256)
+    ok = tl.max(gts, 0) <= tl.minimum(RC, RT)
+    mode = tl.where(ok & (n_gt == k_eff), 1, tl.where(ok & (n_gt > k_eff) & (dsel < 255) & (cnt <= SMALLR), 2, 0))
+    if c == 0:
+        tl.store(info_ptr + row * 4, mode)
+        tl.store(info_ptr + row * 4 + 1, k_rem)
+        tl.store(info_ptr + row * 4 + 2, cnt)
+    if mode != 0:
+        before = cs_ < c
+        n_c = tl.sum(tl.where(cs_ == c, gts, 0), 0)
+        live = o < n_c
+        o_row = out_ptr + row.to(tl.int64) * stride_o
+        if EARLY:
+            idx = idx_e
+        else:
+            idx = tl.load(ci_ptr + reg + o, mask=live, other=0)
+        if mode == 1:
+            off = tl.sum(tl.where(before, gts, 0), 0)
+            tl.store(o_row + off + tl.cumsum(live.to(tl.int32), 0) - 1, idx, mask=live)
+        else:
+            if EARLY:
+                key = key_e
+            else:
+                key = tl.load(ck_ptr + reg + o, mask=live, other=0).to(tl.uint32, bitcast=True)
+            dg = _digit(key, thr, sc)
+            gt = live & (dg > dsel)
+            inb = live & (dg == dsel)
+            # suffix counts of the programs before this one at dsel + 1 (above dsel) and dsel
+            sfx = hist_ptr + (row * C + cs_) * 256
+            s_gt = tl.load(sfx + dsel + 1, mask=before, other=0)
+            off_gt = tl.sum(s_gt, 0)
+            off_eq = tl.sum(tl.load(sfx + dsel, mask=before, other=0) - s_gt, 0)
+            v = tl.cumsum(gt.to(tl.int32) + (inb.to(tl.int32) << 16), 0)   # both positions in one scan
+            tl.store(o_row + off_gt + (v & 65535) - 1, idx, mask=gt)
+            rs = rscr_ptr + row * 2 * SMALLR + off_eq + (v >> 16) - 1
+            tl.store(rs, key.to(tl.int32, bitcast=True), mask=inb)
+            tl.store(rs + SMALLR, idx, mask=inb)
+
+
+@triton.jit(do_not_specialize=NO_SPEC)
+def _kc_select(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, rh_ptr, scr_ptr, rscr_ptr, info_ptr,
+               out_ptr, stride_o, N, K, C, RC, CB: tl.constexpr, TILE: tl.constexpr, BLOCK: tl.constexpr,
+               KBLOCK: tl.constexpr, SMALLT: tl.constexpr, SMALLR: tl.constexpr, PDL: tl.constexpr):
+    if PDL:
+        tl.extra.cuda.gdc_wait()       # KD's placements and decisions
+    row = tl.program_id(0)
+    o_row = out_ptr + row.to(tl.int64) * stride_o
+    L, k_eff = _row_len(len_ptr, row, N, K)
+    mode = tl.load(info_ptr + row * 4)
+    if mode == 2:
+        # KD placed the candidates above digit dsel and gathered its members: rank them
+        k_rem = tl.load(info_ptr + row * 4 + 1)
+        cnt = tl.load(info_ptr + row * 4 + 2)
+        rs = rscr_ptr + row * 2 * SMALLR
+        if cnt <= 64:
+            _rank_store(rs, cnt, k_rem, o_row + (k_eff - k_rem), 64, SMALLR)
+        else:
+            _rank_store(rs, cnt, k_rem, o_row + (k_eff - k_rem), SMALLR, SMALLR)
+    elif mode == 0:
+        _kc_row(x_ptr, stride_x, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, rh_ptr, scr_ptr, rscr_ptr, o_row, row, L, k_eff,
+                C, RC, CB, TILE, BLOCK, SMALLT, SMALLR)
+    for start in range(0, K, KBLOCK):
+        o3 = start + tl.arange(0, KBLOCK)
+        tl.store(o_row + o3, tl.full([KBLOCK], -1, tl.int32), mask=(o3 >= k_eff) & (o3 < K))
+
+
+@triton.jit
+def _kc_row(x_ptr, stride_x, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, rh_ptr, scr_ptr, rscr_ptr, o_row, row, L, k_eff,
+            C, RC, CB: tl.constexpr, TILE: tl.constexpr, BLOCK: tl.constexpr, SMALLT: tl.constexpr,
+            SMALLR: tl.constexpr):
+    """KC for one row (the rows KD left: mode 0)."""
+    x_row = x_ptr + row.to(tl.int64) * stride_x
+    thr = tl.load(thr_ptr + row * 2).to(tl.uint32, bitcast=True)
+    sc = tl.load(thr_ptr + row * 2 + 1).to(tl.float32, bitcast=True)     # the digit scale
+    # the candidate tile, 1-D: slot j of program c's region is live when j < n_gt[c]
+    offs = tl.arange(0, TILE)
+    c_of = offs // RC
+    cm = c_of < C
+    n_c = tl.load(cnt_ptr + row * C + c_of, mask=cm, other=0)
+    live = cm & (offs % RC < n_c)
+    cs_ = tl.arange(0, CB)
+    gts = tl.load(cnt_ptr + row * C + cs_, mask=cs_ < C, other=0)
+    n_gt = tl.sum(gts, 0)
+    overflow = tl.max(gts, 0) > RC
+    slot = (row * C).to(tl.int64) * RC + offs
+    if overflow:
+        _fallback_row(x_row, o_row, L, k_eff, BLOCK)
+    elif n_gt == k_eff:
+        # every candidate (short rows: all their values)
+        idx = tl.load(ci_ptr + slot, mask=live, other=0)
+        tl.store(o_row + tl.cumsum(live.to(tl.int32), 0) - 1, idx, mask=live)
+    elif n_gt > k_eff:
+        # A: the top k_eff of the candidates; of the keys equal to the k-th, the smallest indices
+        key = tl.load(ck_ptr + slot, mask=live, other=0).to(tl.uint32, bitcast=True)
+        idx = tl.load(ci_ptr + slot, mask=live, other=0)
+        hist = tl.load(rh_ptr + row * 256 + tl.arange(0, 256))
+        dsel, k_rem, cnt = _pick_n(hist, k_eff, 256)
+        if (dsel < 255) & (cnt <= SMALLR):
+            # every candidate of a larger digit; the members of digit dsel ranked pairwise
+            dg = _digit(key, thr, sc)
+            gt = live & (dg > dsel)
+            inb = live & (dg == dsel)
+            p = tl.cumsum(inb.to(tl.int32), 0) - 1
+            rs = rscr_ptr + row * 2 * SMALLR
+            tl.store(rs + p, key.to(tl.int32, bitcast=True), mask=inb)
+            tl.store(rs + SMALLR + p, idx, mask=inb)
+            tl.debug_barrier()   # bar.sync: the CTA's global stores are visible to the CTA
+            if cnt <= 64:
+                _rank_store(rs, cnt, k_rem, o_row + (k_eff - k_rem), 64, SMALLR)
+            else:
+                _rank_store(rs, cnt, k_rem, o_row + (k_eff - k_rem), SMALLR, SMALLR)
+            tl.store(o_row + tl.cumsum(gt.to(tl.int32), 0) - 1, idx, mask=gt)
+        else:
+            # heavy ties or clustered values in one digit: the exact radix select
+            t, need = _radix_top(key - thr, live, k_eff, scr_ptr + row * 3 * SMALLT + SMALLT, SMALLT)
+            t = t + thr
+            gt = live & (key > t)
+            eq = live & (key == t)
+            if tl.sum(eq.to(tl.int32), 0) > need:
+                inv = (L - 1 - idx).to(tl.uint32)      # larger for smaller indices
+                ti, _ = _radix_top(inv, eq, need, scr_ptr + row * 3 * SMALLT + 2 * SMALLT, SMALLT)
+                eq = eq & (inv >= ti)
+            sel = gt | eq
+            tl.store(o_row + tl.cumsum(sel.to(tl.int32), 0) - 1, idx, mask=sel)
+    else:
+        # B: every candidate, then the first k_eff - n_gt values equal to thr, in index order
+        idx = tl.load(ci_ptr + slot, mask=live, other=0)
+        tl.store(o_row + tl.cumsum(live.to(tl.int32), 0) - 1, idx, mask=live)
+        need = k_eff - n_gt
+        found = 0
+        start = 0
+        while (found < need) & (start < L):
+            o2 = start + tl.arange(0, BLOCK)
+            m = o2 < L
+            eq = m & (_key(tl.load(x_row + o2, mask=m, other=0.0)) == thr)
+            cs = tl.cumsum(eq.to(tl.int32), 0)
+            tl.store(o_row + n_gt + found + cs - 1, o2, mask=eq & (found + cs <= need))
+            found += tl.sum(eq.to(tl.int32), 0)
+            start += BLOCK
+        if found < need:
+            # fewer values == thr than needed: the sample misled (thr above the k-th value)
+            _fallback_row(x_row, o_row, L, k_eff, BLOCK)
+
+
+def _topk(logits, lengths, k, out, BLOCK, TARGET_CTAS, MAX_C, num_warps, SMALL, SEL_WARPS, NS, G,
+              ALPHA_X2, BETA, ATOMIC=0, SMALLT=512, MIN_C=16, SMALLR=512, SPAN_BITS=9, SMALLTA=1024, HREG=0,
+              KD_WARPS=4, PF=1, SCAN_MAX_ROWS=8, KA_WARPS=8, PDL=1, WARP=1, KD_EARLY=1):
+    M, N = logits.shape
+    dev = logits.device
+    assert BLOCK <= 32768 and N < 2 ** 31 and NS * G <= SMALL and MAX_C in (1, 2, 4, 8, 16, 32, 64)
+    assert SMALL & (SMALL - 1) == 0
+    # the sample grows with the row: r's slack of BETA samples stands for about BETA L / S values above the k-th,
+    # and S >= 4 BETA L / (3 k) keeps them at most half of the 1.5 k expected candidates, so that the regions of
+    # RC slots do not overflow (NS = 64 at 256K overflowed 128-slot regions: ~1.1 ms, KC's one-program fallback)
+    NS = min(max(NS, triton.next_power_of_2(triton.cdiv(4 * BETA * N, 3 * max(k, 1) * G))), SMALL // G, 256)
+    nblk = triton.cdiv(max(N, 1), BLOCK)
+    want = max(MIN_C, triton.next_power_of_2(triton.cdiv(TARGET_CTAS, M)))
+    C = min(want, MAX_C, 1 << (nblk.bit_length() - 1))       # a power of two <= MAX_C (64) and <= nblk
+    TILE = 2 * SMALL                                          # KC's tile: C regions of RC slots
+    RC = TILE // C                                            # >= SMALL / C + 64 while C <= 64
+    CB = 64                                                   # programs per row, at most
+    thr = torch.empty((M, 2), dtype=torch.int32, device=dev)     # threshold key, digit scale (f32)
+    cnt = torch.empty((M, C), dtype=torch.int32, device=dev)      # zeroed by KA, written by KB: no memset
+    cand = torch.empty((2, M, C, RC), dtype=torch.int32, device=dev)
+    scr = torch.empty((M, 3, SMALLT), dtype=torch.int32, device=dev)
+    hist = torch.empty((M, C, 256), dtype=torch.int32, device=dev)   # KB's per-program suffix counts
+    rhist = torch.empty((M, 256), dtype=torch.int32, device=dev)     # the row's digit histogram (KA zeroes it)
+    rscr = torch.empty((M, 2, SMALLR), dtype=torch.int32, device=dev)
+    scra = torch.empty((M, SMALLTA), dtype=torch.int32, device=dev)
+    info = torch.empty((M, 4), dtype=torch.int32, device=dev)       # KD's decision per row, for KC
+    sx = logits.stride(0)
+    # programmatic dependent launch (Hopper): each kernel's programs start while the one before finishes and
+    # wait (griddepcontrol.wait) before reading its output; not in Triton's CPU interpreter
+    pdl = bool(PDL) and logits.is_cuda and hasattr(tl.extra.cuda, "gdc_wait")
+    lp = {"launch_pdl": True} if pdl else {}
+    # warp-ballot slots in PTX (a GPU only; the interpreter runs the Triton form)
+    warp = bool(WARP) and logits.is_cuda
+    assert not (warp and HREG)
+    if warp:
+        ATOMIC = 1      # not used by the warp slots: one KB compile for every M
+    elif M <= SCAN_MAX_ROWS:
+        ATOMIC = 0      # few rows (programs of one or two blocks): a block scan beats slots from atomics
+    _ka_sample[(M,)](logits, sx, lengths, thr, cnt, rhist, scra, N, k, SMALL, C, NS=NS, G=G, ALPHA_X2=ALPHA_X2, BETA=BETA,
+                     CB=CB, SMALLTA=SMALLTA, SPAN_BITS=SPAN_BITS, PDL=pdl, FULL=SMALL, num_warps=KA_WARPS)
+    _kb_filter[(M, C)](logits, sx, lengths, thr, cnt, cand[0], cand[1], hist, rhist, N, k, C, RC, BLOCK=BLOCK,
+                       ATOMIC=ATOMIC, HB=256, HREG=HREG, PF=PF, PDL=pdl, WARP=warp, num_warps=num_warps, **lp)
+    _kd_place[(M, C)](lengths, thr, cnt, cand[0], cand[1], hist, rhist, rscr, info, out, out.stride(0), N, k, C, RC,
+                      CB=CB, RT=512 if RC <= 512 else 2048, SMALLR=SMALLR, PDL=pdl, EARLY=KD_EARLY,
+                      num_warps=KD_WARPS, **lp)
+    _kc_select[(M,)](logits, sx, lengths, thr, cnt, cand[0], cand[1], rhist, scr, rscr, info, out, out.stride(0),
+                     N, k, C, RC, CB=CB, TILE=TILE, BLOCK=2048, KBLOCK=1024, SMALLT=SMALLT, SMALLR=SMALLR,
+                     PDL=pdl, num_warps=SEL_WARPS, **lp)
+    return out
+
+
+# FOLD END
+
+
+def forward(q_index_fp8, k_index_cache_fp8, weights, seq_lens, block_table):
+    assert q_index_fp8.dtype == torch.float8_e4m3fn
+    B, H, D = q_index_fp8.shape
+    assert H == H_IDX and D == D_IDX and tuple(k_index_cache_fp8.shape[1:]) == (PAGE, 1, D + 4)
+    dev = q_index_fp8.device
+    q = q_index_fp8.contiguous()
+    cache = k_index_cache_fp8.contiguous()
+    kv = cache.view(torch.float8_e4m3fn)
+    kf = cache.view(torch.float32)
+    weights = weights.to(torch.float32).contiguous()
+    lengths = seq_lens.to(torch.int32).contiguous()
+    bt = block_table.to(torch.int32).contiguous()
+    p = PARAMS
+    out = torch.empty((B, TOPK), dtype=torch.int32, device=dev)
+    if B == 0:
+        return out
+    max_pages = bt.shape[1]
+    N = max(max_pages * PAGE, 1)
+    logits = torch.empty((B, N), dtype=torch.float32, device=dev)
+    grid = (B, triton.cdiv(max_pages, p["PAGES"]))
+    _fp8_logits[grid](q, kv, kf, weights, lengths, bt, logits, bt.stride(0), N, B, H=H, D=D, PG=PAGE,
+                      PAGES=p["PAGES"], UPCAST=dev.type == "cpu", num_warps=p["num_warps"],
+                      num_stages=p["num_stages"])
+    _topk(logits, lengths, TOPK, out, **{n[3:]: v for n, v in p.items() if n.startswith("TK_")})
+    _to_global[(B, triton.cdiv(TOPK, p["MAP_BLOCK"]))](out, bt, bt.stride(0), TOPK, PG=PAGE, BLOCK=p["MAP_BLOCK"])
+    return out
