@@ -108,6 +108,7 @@ class EvaluationSpec(Record):
     verify_timeout_s: float | None = None
     world_size: int | None = None        # multi-process targets: ranks (default: the target's own)
     ceilings: dict | None = None         # multi-process targets: measured link rates, if any
+    target_document: dict | None = None  # an imported FlashInfer-Bench target (docs/interop.md)
 
     def __post_init__(self):
         if not isinstance(self.source, str):

@@ -18,7 +18,7 @@ ensure_venv() {
   if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
     say "installing ark and its dependencies (torch is pinned to the CPU build in CI; see pyproject.toml)"
     .venv/bin/python -m pip install -q --upgrade pip
-    .venv/bin/python -m pip install -q -e ".[dev,cute]"
+    .venv/bin/python -m pip install -q -e ".[dev,cute,fib]"
     touch "$stamp"
   fi
 }

@@ -457,7 +457,7 @@ def verify(cfg, out, target, cand: Candidate, seed: int, perf) -> None:
 
 
 def run(cfg: dict, out, *, perf, active_threads) -> None:
-    target = get_target(cfg["target"])
+    target = get_target(cfg["target"], cfg.get("target_document"))
     device = cfg["device"]
     if device == "cpu":
         # local: only a CPU child patches Triton's interpreter

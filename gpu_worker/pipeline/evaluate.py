@@ -123,7 +123,7 @@ class Evaluation:
 
     def load_target(self):
         try:
-            return get_target(self.spec.target)
+            return get_target(self.spec.target, self.spec.target_document)
         except KeyError as e:
             raise StopEvaluation("spec:unknown_target", str(e)) from None
 
@@ -283,7 +283,8 @@ class Evaluation:
 
     def child_cfg(self, mode: str, shapes: list, candidate_path: Path, incumbent_path: Path | None = None,
                   profile: str | None = None) -> dict:
-        return {"target": self.target.name, "device": self.device, "mode": mode,
+        return {"target": self.target.name, "target_document": self.spec.target_document,
+                "device": self.device, "mode": mode,
                 "shapes": shapes, "profile": profile or self.profile, "dsl": self.info["dsl"],
                 "kernels": self.info["kernels"], "candidate_path": str(candidate_path),
                 "incumbent_path": str(incumbent_path) if incumbent_path else None}

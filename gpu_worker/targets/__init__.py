@@ -9,7 +9,15 @@ from .dsa_topk import TARGET as DSA_TOPK
 TARGETS: dict[str, TargetSpec] = {t.name: t for t in (DSA_TOPK, DSA_INDEXER_TOPK, DSA_INDEXER_TOPK_FP8, ADD_RMSNORM)}
 
 
-def get_target(name: str) -> TargetSpec:
+def get_target(name: str, document: dict | None = None) -> TargetSpec:
+    """A built-in target by name, or the target an imported FlashInfer-Bench document describes."""
+    if document is not None:
+        from ..fib.target import target_from_document  # needs the `fib` extra; only imported targets do
+
+        target = target_from_document(document)
+        if target.name != name:
+            raise KeyError(f"the spec names target {name!r} but its document defines {target.name!r}")
+        return target
     try:
         return TARGETS[name]
     except KeyError:
