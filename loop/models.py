@@ -13,6 +13,9 @@ class Target(models.Model):
     axes = models.JSONField(default=dict)  # {"n_ctx": [4096, 262144], "rows": [1, 128]}
     dsls = models.JSONField(default=list)
     e2e_slot = models.CharField(max_length=64, blank=True)
+    # An imported FlashInfer-Bench target: its `ark.fib-target/1` document (gpu_worker/fib/document.py), sent
+    # in every evaluation spec; empty for the built-in targets mirrored from the catalog (docs/interop.md).
+    document = models.JSONField(default=dict, blank=True)
 
     def __str__(self):
         return self.name
