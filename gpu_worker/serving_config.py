@@ -9,6 +9,15 @@ the console validates a config with the same parser the GPU side loads it with, 
 
 Ranges are half-open [lo, hi); hi null means unbounded. Whatever no route covers goes to the
 fallback, which must be "default"; without a fallback the routes must cover [0, inf).
+
+Over a target's two operating axes (docs/domain.md, Serving configs) a config names "axes" instead of
+"axis", and each route is a box with explicit bounds on every axis and, optionally, the evidence it was
+promoted on; boxes may not overlap and the fallback is required (a shape outside every box is served by
+the default, never by the nearest box):
+
+    {..., "axes": ["rows", "n_ctx"], "fallback": "default",
+     "routes": [{"bounds": {"rows": [1, 5], "n_ctx": [4096, 131073]}, "kernel": {...},
+                 "evidence": {"candidate": 42, "evaluation": 7, "cells": [...]}}]}
 """
 
 import hashlib
@@ -19,8 +28,10 @@ from pathlib import Path
 
 SCHEMA = "ark.serving/1"
 AXES = ("n_ctx", "bytes")  # context length (top-k), message size (all-reduce)
-_TOP_KEYS = {"schema", "target", "hardware", "version", "axis", "routes", "fallback"}
+GRID_AXES = ("rows", "n_ctx", "tokens", "hidden", "batch", "context", "bytes")  # axes a box may bound
+_TOP_KEYS = {"schema", "target", "hardware", "version", "axis", "axes", "routes", "fallback"}
 _ROUTE_KEYS = {"lo", "hi", "kernel"}
+_BOX_KEYS = {"bounds", "kernel", "evidence"}
 _KERNEL_KEYS = {"candidate_id", "source_hash", "params", "source_path", "source"}
 _HASH = re.compile(r"^sha256:[0-9a-f]{64}$")
 
@@ -46,9 +57,16 @@ class Route:
     lo: int
     hi: int | None
     kernel: CandidateKernel | None  # None: the default kernel
+    bounds: tuple = ()  # ((axis, lo, hi), ...) for a box; a 1-D route's is ((axis, lo, hi),)
+    evidence: dict | None = None
 
     def contains(self, value: int) -> bool:
         return self.lo <= value and (self.hi is None or value < self.hi)
+
+    def contains_shape(self, shape: dict) -> bool:
+        """Inside on every bounded axis; an axis the shape does not give never matches."""
+        return all(shape.get(axis) is not None and lo <= shape[axis] and (hi is None or shape[axis] < hi)
+                   for axis, lo, hi in self.bounds)
 
 
 @dataclass(frozen=True)
@@ -62,6 +80,14 @@ class RouteTable:
     axis: str
     routes: tuple[Route, ...]
     raw: dict
+    axes: tuple[str, ...] = ()
+
+    def route_for(self, shape: dict) -> tuple[int | None, Route | None]:
+        """(index, route) serving `shape`, or (None, None): the fallback (the default kernel) serves it."""
+        for i, route in enumerate(self.routes):
+            if route.contains_shape(shape):
+                return i, route
+        return None, None
 
     @property
     def sha256(self) -> str:
@@ -105,7 +131,18 @@ def parse_serving_config(
         )
     if not _is_int(data.get("version")) or data["version"] < 1:
         problems.append(f"bad schema: 'version' must be a positive integer, got {data.get('version')!r}")
-    if data.get("axis") not in AXES:
+    boxes = "axes" in data
+    if boxes:
+        axes = data["axes"]
+        if "axis" in data:
+            problems.append("bad schema: give 'axis' (one axis) or 'axes' (a grid), not both")
+        if (not isinstance(axes, list) or not axes or len(set(map(str, axes))) != len(axes)
+                or any(a not in GRID_AXES for a in axes)):
+            problems.append(f"bad schema: 'axes' must be distinct names from {list(GRID_AXES)}, got {axes!r}")
+            raise ServingConfigError(problems)
+        if data.get("fallback") != "default":
+            problems.append("bad schema: a config over 'axes' needs 'fallback': 'default'")
+    elif data.get("axis") not in AXES:
         problems.append(f"bad schema: 'axis' must be one of {list(AXES)}, got {data.get('axis')!r}")
     has_fallback = "fallback" in data
     if has_fallback and data["fallback"] != "default":
@@ -115,6 +152,12 @@ def parse_serving_config(
         problems.append("bad schema: 'routes' must be a list")
         raise ServingConfigError(problems)
 
+    if boxes:
+        routes = _parse_boxes(routes_raw, data["axes"], base_dir, problems)
+        if problems:
+            raise ServingConfigError(problems)
+        return RouteTable(data["target"], data["hardware"], data["version"], " x ".join(data["axes"]),
+                          tuple(routes), data, tuple(data["axes"]))
     routes: list[Route] = []
     shape_ok = True
     for i, r in enumerate(routes_raw):
@@ -136,7 +179,7 @@ def parse_serving_config(
             shape_ok = False
             continue
         kernel = _parse_kernel(r.get("kernel"), where, base_dir, problems)
-        routes.append(Route(lo, hi, kernel))
+        routes.append(Route(lo, hi, kernel, ((data.get("axis"), lo, hi),)))
 
     if shape_ok:
         for i in range(1, len(routes)):
@@ -158,7 +201,47 @@ def parse_serving_config(
 
     if problems:
         raise ServingConfigError(problems)
-    return RouteTable(data["target"], data["hardware"], data["version"], data["axis"], tuple(routes), data)
+    return RouteTable(data["target"], data["hardware"], data["version"], data["axis"], tuple(routes), data,
+                      (data["axis"],))
+
+
+def _parse_boxes(routes_raw: list, axes: list[str], base_dir, problems: list[str]) -> list[Route]:
+    routes = []
+    for i, r in enumerate(routes_raw):
+        where = f"route {i}"
+        if not isinstance(r, dict):
+            problems.append(f"bad schema: {where} must be an object")
+            continue
+        extra = sorted(set(r) - _BOX_KEYS)
+        if extra:
+            problems.append(f"bad schema: {where} has unknown keys {extra}")
+        bounds = r.get("bounds")
+        if not isinstance(bounds, dict) or sorted(bounds) != sorted(axes):
+            problems.append(f"bad schema: {where} 'bounds' must give [lo, hi] for each of {axes}, got {bounds!r}")
+            continue
+        box = []
+        for axis in axes:
+            pair = bounds[axis]
+            lo, hi = (pair + [None, None])[:2] if isinstance(pair, list) and len(pair) == 2 else (None, None)
+            if not _is_int(lo) or lo < 0 or (hi is not None and (not _is_int(hi) or hi <= lo)):
+                problems.append(f"bad schema: {where} {axis} bounds must be [lo >= 0, hi > lo or null], got {pair!r}")
+                break
+            box.append((axis, lo, hi))
+        else:
+            evidence = r.get("evidence")
+            if evidence is not None and not isinstance(evidence, dict):
+                problems.append(f"bad schema: {where} 'evidence' must be an object")
+            kernel = _parse_kernel(r.get("kernel"), where, base_dir, problems)
+            routes.append(Route(box[0][1], box[0][2], kernel, tuple(box), evidence if isinstance(evidence, dict) else None))
+    for (i, a), (j, b) in ((p, q) for p in enumerate(routes) for q in enumerate(routes) if p[0] < q[0]):
+        if all(alo < (bhi if bhi is not None else alo + 1) and blo < (ahi if ahi is not None else blo + 1)
+               for (_, alo, ahi), (_, blo, bhi) in zip(a.bounds, b.bounds)):
+            problems.append(f"routes overlap: route {i} {_box(a)} and route {j} {_box(b)}")
+    return routes
+
+
+def _box(route: Route) -> str:
+    return " x ".join(f"{axis} {_fmt(lo, hi)}" for axis, lo, hi in route.bounds)
 
 
 def _first_gap(routes: list[Route]):

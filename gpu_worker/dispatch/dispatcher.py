@@ -1,4 +1,6 @@
-"""Per-call kernel selection by the serving config's axis value.
+"""Per-call kernel selection by the serving config's axis value, or by the shape's place on the grid
+when the config routes boxes over two axes (a shape outside every box gets the default: nothing snaps
+to the nearest box).
 
 Selection reads only host-side integers (the logits width, or a context length the caller
 passes), so it is safe inside CUDA-graph capture: a graph captures whichever kernel the
@@ -38,9 +40,11 @@ class Dispatcher:
         self.default = Kernel("default", default or DEFAULT_KERNELS[target])
         self.config: RouteTable | None = None
         self._routes: tuple = ()  # (lo, hi, Kernel) in lo order
-        self._by_value: dict[int, Kernel] = {}
+        self._kernels: tuple = ()  # the Kernel of each config route, in config order
+        self._by_value: dict = {}
         self._lock = threading.Lock()
         self.calls: dict[str, int] = {}
+        self.route_hits: dict = {}  # config route index (None: the fallback) -> calls
 
     @property
     def version(self) -> int:
@@ -82,6 +86,8 @@ class Dispatcher:
             raise ServingConfigError(problems)
         with self._lock:
             self.config, self._routes, self._by_value = config, tuple(routes), {}
+            self._kernels = tuple(k for _, _, k in routes)
+            self.route_hits = {}
         return config
 
     def load_file(self, path) -> RouteTable:
@@ -105,9 +111,34 @@ class Dispatcher:
             self._by_value[value] = kernel
         return kernel
 
+    def _route(self, shape: dict) -> tuple[int | None, Kernel]:
+        key = tuple(sorted(shape.items()))
+        found = self._by_value.get(key)
+        if found is None:
+            index, _ = self.config.route_for(shape) if self.config else (None, None)
+            found = (index, self.default if index is None else self._kernels[index])
+            self._by_value[key] = found
+        return found
+
+    def kernel_for_shape(self, shape: dict) -> Kernel:
+        """The kernel for a shape ({"rows": 4, "n_ctx": 32768}): its box's, or the default outside every box."""
+        return self._route(shape)[1]
+
+    def explain(self, shape: dict) -> dict:
+        """Which route serves `shape` and on what evidence (the config's own words)."""
+        index, kernel = self._route(shape)
+        route = None if index is None else self.config.routes[index]
+        return {"shape": dict(shape), "route": index, "kernel": kernel.name,
+                "bounds": None if route is None else {a: [lo, hi] for a, lo, hi in route.bounds},
+                "evidence": None if route is None else route.evidence,
+                "why": "no route covers this shape: the default serves it" if route is None else
+                       f"route {index} covers it"}
+
     def topk(self, logits, lengths, k: int, *, n_ctx: int | None = None):
-        kernel = self.kernel_for(logits.shape[1] if n_ctx is None else n_ctx)
+        shape = {"rows": int(logits.shape[0]), "n_ctx": int(logits.shape[1] if n_ctx is None else n_ctx)}
+        index, kernel = self._route(shape)  # a one-axis config bounds n_ctx only
         self.calls[kernel.name] = self.calls.get(kernel.name, 0) + 1
+        self.route_hits[index] = self.route_hits.get(index, 0) + 1
         return kernel.forward(logits, lengths, k)
 
     __call__ = topk
