@@ -23,7 +23,9 @@ from django.utils import timezone
 from gpu_worker.queues import Task, gpu_queue
 from loop.audit import event_write
 from loop.models import Candidate, Decision, Run
+from loop.roles import REVIEW, check_permission
 from loop.services.outbox import outbox_enqueue
+from loop.staleness import candidate_staleness, serving_version
 
 log = logging.getLogger(__name__)
 
@@ -201,9 +203,13 @@ def candidate_dispatch(*, candidate: Candidate) -> bool:
         return False
     candidate.refresh_from_db()
     spec = evaluation_spec(candidate)
-    # Which incumbent it is measured against: a keep against an outdated one is re-measured.
+    # What it is measured against: a keep against an outdated incumbent is re-measured, and a verdict
+    # awaiting review against a superseded incumbent or serving config is shown as stale (loop/staleness.py).
     candidate.proposal = {**candidate.proposal, "measured_against": spec["incumbent_id"]}
-    Candidate.objects.filter(pk=candidate.pk).update(proposal=candidate.proposal)
+    run = candidate.run
+    Candidate.objects.filter(pk=candidate.pk).update(
+        proposal=candidate.proposal, measured_against_id=spec["incumbent_id"],
+        measured_config_version=serving_version(run.thesis.target_id, run.hardware))
     outbox_enqueue(task=Task.GPU_EVALUATE, queue=gpu_queue(candidate.run.hardware), args=[spec])
     event_write(type="candidate.queued", actor="loop", subject=candidate, run_id=candidate.run_id,
                 payload={"number": candidate.number, "attempt": candidate.attempt, "queue": gpu_queue(candidate.run.hardware),
@@ -294,3 +300,25 @@ def candidate_cancel_unstarted(*, run: Run, why: str) -> int:
                     payload={"number": candidate.number, "reason": why})
         cancelled += 1
     return cancelled
+
+
+def candidate_rebenchmark(*, candidate: Candidate, actor) -> Candidate:
+    """Measure a candidate awaiting review again, against the run's current incumbent: the same source,
+    a new attempt queued at once (a person asked for it, so the run's worker slots and its status do not
+    hold it back). Its verdict comes back through the policy like any other."""
+    check_permission(actor, REVIEW)
+    with transaction.atomic():
+        Run.objects.select_for_update().get(pk=candidate.run_id)
+        candidate = Candidate.objects.select_related("run__thesis", "run__incumbent").get(pk=candidate.pk)
+        if candidate.status != Candidate.Status.AWAITING_REVIEW:
+            raise ValidationError(f"candidate {candidate.run_id}.{candidate.number} is {candidate.status}, "
+                                  "not awaiting review")
+        stale = candidate_staleness(candidate)
+        Candidate.objects.filter(pk=candidate.pk).update(status=Candidate.Status.PROPOSED, stage="",
+                                                         reason_code="", reason_text="")
+        event_write(type="candidate.rebenchmark", actor=actor, subject=candidate, run_id=candidate.run_id,
+                    payload={"number": candidate.number, "measured_against": candidate.measured_against_id,
+                             "incumbent": candidate.run.incumbent_id, "stale": stale.text if stale else ""})
+        candidate_dispatch(candidate=candidate)
+    candidate.refresh_from_db()
+    return candidate

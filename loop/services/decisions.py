@@ -7,7 +7,10 @@ reviewer's reason). Promotion to serving is separate and always needs a person (
 
 from __future__ import annotations
 
-from django.core.exceptions import ValidationError
+import os
+
+from django.conf import settings
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 
 from loop import policy
@@ -15,6 +18,46 @@ from loop.audit import event_write
 from loop.models import Candidate, Decision, Run
 from loop.roles import REVIEW, check_permission
 from loop.services.runs import run_advance_soon
+from loop.staleness import Staleness, candidate_staleness
+
+
+class StaleVerdict(ValidationError):
+    """Approving a candidate whose comparison is out of date needs an explicit confirmation."""
+
+    def __init__(self, staleness: Staleness):
+        self.staleness = staleness
+        super().__init__(f"{staleness.text}: re-benchmark it, or confirm that you approve it anyway")
+
+
+def _four_eyes_setting() -> tuple[bool, set[str]]:
+    """ARK_FOUR_EYES (on for everyone) and ARK_FOUR_EYES_TEAMS (group names: on for their members), from
+    settings or the environment; both off by default."""
+    on = getattr(settings, "ARK_FOUR_EYES", None)
+    if on is None:
+        on = os.environ.get("ARK_FOUR_EYES", "").lower() in ("1", "true", "yes", "on")
+    teams = getattr(settings, "ARK_FOUR_EYES_TEAMS", None)
+    if teams is None:
+        teams = os.environ.get("ARK_FOUR_EYES_TEAMS", "")
+    if isinstance(teams, str):
+        teams = [t.strip() for t in teams.split(",")]
+    return bool(on), {t for t in teams if t}
+
+
+def four_eyes_check(*, actor, candidate: Candidate) -> None:
+    """Under the four-eyes setting, the person who submitted a candidate or started its run may not approve
+    or promote it alone: PermissionDenied saying who must. Off by default; on for everyone with
+    ARK_FOUR_EYES, or for the members of the groups in ARK_FOUR_EYES_TEAMS (docs/domain.md, Roles).
+    deployment_promote's view calls it too."""
+    on, teams = _four_eyes_setting()
+    run = Run.objects.select_related("created_by").get(pk=candidate.run_id)
+    involved = {"submitted it": candidate.author_id, "started its run": run.created_by_id}
+    for role, user_id in involved.items():
+        if user_id is None or user_id != getattr(actor, "pk", None):
+            continue
+        applies = on or bool(teams and actor.groups.filter(name__in=teams).exists())
+        if applies:
+            raise PermissionDenied(f"four eyes: {actor.get_username()} {role}; another person must approve or "
+                                   f"promote candidate {candidate.run_id}.{candidate.number}")
 
 VERDICT_STATUS = {
     policy.REVERT: Candidate.Status.REVERTED,
@@ -50,7 +93,7 @@ def decision_apply(*, candidate: Candidate, outcome: policy.Outcome) -> Decision
 
 
 def _review(*, candidate: Candidate, actor, verdict: str, status: str, reason_code: str, reason_text: str,
-            note: str, event: str) -> Decision:
+            note: str, event: str, confirmed: dict | None = None) -> Decision:
     check_permission(actor, REVIEW)
     with transaction.atomic():
         moved = Candidate.objects.filter(pk=candidate.pk, status=Candidate.Status.AWAITING_REVIEW).update(
@@ -64,24 +107,38 @@ def _review(*, candidate: Candidate, actor, verdict: str, status: str, reason_co
             Run.objects.filter(pk=candidate.run_id).update(incumbent=candidate)
         event_write(type=event, actor=actor, subject=candidate, run_id=candidate.run_id,
                     payload={"number": candidate.number, "reason_code": reason_code, "reason_text": reason_text,
-                             "note": note})
+                             "note": note, "confirmed": confirmed or {}})
         run_advance_soon(candidate.run_id)  # a new incumbent or a veto changes the stop rules' view
     candidate.refresh_from_db()
     return decision
 
 
-def candidate_approve(*, candidate: Candidate, actor, note: str = "") -> Decision:
-    """A reviewer keeps a candidate that passed the policy in a gated run; it becomes the incumbent."""
-    text = f"Approved by {actor.get_username()}" + (f": {note}" if note else ".")
-    return _review(candidate=candidate, actor=actor, verdict=Decision.Verdict.APPROVE, status=Candidate.Status.KEPT,
-                   reason_code="approved", reason_text=text, note=note,
-                   event="candidate.approved")
+def candidate_approve(*, candidate: Candidate, actor, note: str = "", confirm_stale: bool = False) -> Decision:
+    """A reviewer keeps a candidate that passed the policy in a gated run; it becomes the incumbent.
+    When what it was measured against has been superseded (loop/staleness.py), StaleVerdict unless
+    `confirm_stale`; the event records what was confirmed. Under four eyes, not by its submitter or run starter."""
+    check_permission(actor, REVIEW)
+    four_eyes_check(actor=actor, candidate=candidate)
+    with transaction.atomic():
+        # the run's lock: two approvals at once cannot both read the old incumbent as current
+        Run.objects.select_for_update().get(pk=candidate.run_id)
+        candidate = Candidate.objects.select_related("run__thesis", "run__incumbent").get(pk=candidate.pk)
+        stale = candidate_staleness(candidate)
+        if stale is not None and not confirm_stale:
+            raise StaleVerdict(stale)
+        text = f"Approved by {actor.get_username()}" + (f": {note}" if note else ".")
+        if stale is not None:
+            text += f" Confirmed although {stale.text}."
+        return _review(candidate=candidate, actor=actor, verdict=Decision.Verdict.APPROVE,
+                       status=Candidate.Status.KEPT, reason_code="approved", reason_text=text, note=note,
+                       event="candidate.approved", confirmed={"stale": stale.to_json()} if stale else None)
 
 
-def candidate_veto(*, candidate: Candidate, actor, reason: str) -> Decision:
-    """A reviewer reverts a passing candidate with a reason (required)."""
+def candidate_veto(*, candidate: Candidate, actor, reason: str, confirmed: bool = False) -> Decision:
+    """A reviewer reverts a passing candidate with a reason (required). `confirmed`: the person confirmed
+    it (the console asks); recorded in the event."""
     if not reason or not reason.strip():
         raise ValidationError("a veto needs a reason")
     return _review(candidate=candidate, actor=actor, verdict=Decision.Verdict.VETO, status=Candidate.Status.VETOED,
-                   reason_code=policy.VETOED, reason_text=reason.strip(), note="",
-                   event="candidate.vetoed")
+                   reason_code=policy.VETOED, reason_text=reason.strip(), note="", event="candidate.vetoed",
+                   confirmed={"veto": True} if confirmed else None)
