@@ -1,19 +1,40 @@
 """Forms parse and validate input; the services check permissions and state again."""
 
 import itertools
-import json
 
 from django import forms
+from django.core.exceptions import ValidationError
 
+from console.ratelimit import password_confirm
+from loop.hardware import hardware_registered_slug, hardware_slug
 from loop.models import Run, Target, Thesis
 from loop.policy import RunPolicy
+from loop.proposer_config import json_object_parse, proposer_settings_clean
+
+
+class HardwareField(forms.CharField):
+    """A hardware kind, checked as a slug (loop/hardware.py); `registered` also requires a known kind."""
+
+    def __init__(self, *args, registered=False, **kwargs):
+        kwargs.setdefault("max_length", 200)  # the slug check gives the clearer message
+        super().__init__(*args, **kwargs)
+        self.registered = registered
+
+    def clean(self, value):
+        value = super().clean(value)
+        if not value and not self.required:
+            return ""
+        try:
+            return hardware_registered_slug(value) if self.registered else hardware_slug(value)
+        except ValidationError as error:
+            raise forms.ValidationError(error.messages) from None
 
 
 class ThesisForm(forms.Form):
     title = forms.CharField(max_length=200)
     body = forms.CharField(widget=forms.Textarea(attrs={"rows": 14}), help_text="Markdown: the diagnosis and the proposed organisation.")
     target = forms.ModelChoiceField(queryset=Target.objects.all(), to_field_name="name")
-    hardware = forms.CharField(max_length=32, initial="h200")
+    hardware = HardwareField(initial="h200")
     model = forms.CharField(max_length=64, required=False, help_text="Model whose skills apply, e.g. deepseek-v3.2.")
     constraints = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), required=False, help_text="What may not change.")
     priority = forms.IntegerField(initial=0, min_value=-1000, max_value=1000)
@@ -28,6 +49,7 @@ class PriorityForm(forms.Form):
 
 
 class JSONObjectField(forms.CharField):
+    """A JSON object within the size and depth limits of loop/proposer_config.py."""
     widget = forms.Textarea(attrs={"rows": 3})
 
     def to_python(self, value):
@@ -35,19 +57,16 @@ class JSONObjectField(forms.CharField):
         if not value:
             return {}
         try:
-            parsed = json.loads(value)
-        except json.JSONDecodeError as error:
-            raise forms.ValidationError(f"Not valid JSON: {error.msg} (line {error.lineno}).") from error
-        if not isinstance(parsed, dict):
-            raise forms.ValidationError("Give a JSON object, e.g. {\"model\": \"...\"}.")
-        return parsed
+            return json_object_parse(value)
+        except ValueError as error:
+            raise forms.ValidationError(f"Proposer settings: {error}.") from None
 
 
 class RunStartForm(forms.Form):
     proposer = forms.ChoiceField(choices=Run.Proposer.choices, initial=Run.Proposer.SWEEP)
     proposer_settings = JSONObjectField(required=False, initial="{}",
                                         help_text="JSON: e.g. sweep trials, or the LLM endpoint and model.")
-    hardware = forms.CharField(max_length=32, help_text="The queue gpu.<hardware> that evaluates candidates.")
+    hardware = HardwareField(help_text="The queue gpu.<hardware> that evaluates candidates.")
     profile = forms.ChoiceField(choices=[("smoke", "smoke"), ("full", "full")], initial="smoke")
     budget_candidates = forms.IntegerField(min_value=1, max_value=10000, initial=20)
     budget_gpu_minutes = forms.FloatField(min_value=0.1, max_value=100000, initial=60.0)
@@ -64,6 +83,15 @@ class RunStartForm(forms.Form):
                                    help_text="Stop after this many candidates without a keep.")
     floor_fraction_stop = forms.FloatField(min_value=0.0, max_value=1.0, initial=0.9, required=False,
                                            help_text="Stop when the incumbent reaches this fraction of the floor.")
+
+    def clean(self):
+        data = super().clean()
+        if "proposer" in data and "proposer_settings" in data:
+            try:
+                data["proposer_settings"] = proposer_settings_clean(data["proposer"], data["proposer_settings"])
+            except ValidationError as error:
+                self.add_error("proposer_settings", error.messages)
+        return data
 
     def policy(self) -> dict:
         names = ("threshold", "noise_multiplier", "allow_tail_regression", "plateau_k", "floor_fraction_stop")
@@ -143,16 +171,17 @@ class PromoteForm(forms.Form):
     note = forms.CharField(max_length=2000, required=False)
     password = forms.CharField(widget=forms.PasswordInput, help_text="Your password again: promoting changes serving.")
 
-    def __init__(self, *args, user=None, **kwargs):
+    def __init__(self, *args, user=None, request=None, **kwargs):
         super().__init__(*args, **kwargs)
-        self.user = user
+        self.user, self.request = user, request
 
     def clean_routes(self):
         return parse_routes(self.cleaned_data["routes"])
 
     def clean_password(self):
         password = self.cleaned_data["password"]
-        if self.user is None or not self.user.check_password(password):
+        # Through authenticate(): throttled and audited like a login (console/ratelimit.py).
+        if not password_confirm(self.request, self.user, password):
             raise forms.ValidationError("That is not your password.")
         return password
 
@@ -161,12 +190,36 @@ class RollbackForm(forms.Form):
     to_version = forms.IntegerField(min_value=1)
     password = forms.CharField(widget=forms.PasswordInput)
 
-    def __init__(self, *args, user=None, **kwargs):
+    def __init__(self, *args, user=None, request=None, **kwargs):
         super().__init__(*args, **kwargs)
-        self.user = user
+        self.user, self.request = user, request
 
     def clean_password(self):
         password = self.cleaned_data["password"]
-        if self.user is None or not self.user.check_password(password):
+        # Through authenticate(): throttled and audited like a login (console/ratelimit.py).
+        if not password_confirm(self.request, self.user, password):
             raise forms.ValidationError("That is not your password.")
         return password
+
+
+class PingForm(forms.Form):
+    hardware = HardwareField(registered=True, required=False)
+
+    def clean_hardware(self):
+        return self.cleaned_data["hardware"] or "cpu"
+
+
+class AuditFilterForm(forms.Form):
+    """The audit page's and CSV export's query parameters: each parsed, a bad one is a 400 with a message."""
+    type = forms.CharField(max_length=64, required=False)
+    run = forms.IntegerField(min_value=1, max_value=2**63 - 1, required=False,
+                             error_messages={"invalid": "run must be a run number, e.g. 12."})
+    actor = forms.CharField(max_length=150, required=False)
+    reason = forms.CharField(max_length=200, required=False)
+    verdict = forms.CharField(max_length=32, required=False)
+    page = forms.IntegerField(min_value=1, max_value=10**9, required=False,
+                              error_messages={"invalid": "page must be a page number."})
+
+    def filters(self) -> dict:
+        data = self.cleaned_data
+        return {k: ("" if data.get(k) is None else str(data[k])) for k in ("type", "run", "actor", "reason", "verdict")}

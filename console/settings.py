@@ -43,6 +43,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "console.middleware.DatabaseUnavailableMiddleware",  # first: a refused DB connection is a 503, not a 500
     "django.middleware.security.SecurityMiddleware",
+    "console.static_serving.StaticFiles",  # WhiteNoise: static files, compressed by collectstatic
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -51,7 +52,9 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "django.contrib.auth.middleware.LoginRequiredMiddleware",
+    "console.views.errors.MethodNotAllowedPage",  # a 405 says in words what to do (console/views/errors.py)
 ]
+CSRF_FAILURE_VIEW = "console.views.errors.csrf_failure"
 
 ROOT_URLCONF = "console.urls"
 ASGI_APPLICATION = "console.asgi.application"
@@ -87,8 +90,17 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / f"test-ark-{os.getpid()}.sqlite3")}
 else:
     DATABASES["default"]["TEST"] = {"NAME": f"test_{DATABASES['default']['NAME']}_{os.getpid()}"}
-    # Under ASGI each request may run in a new thread: no persistent connections (docs/architecture.md).
+    # Under ASGI each request may run in a new thread, so a connection is not kept per thread
+    # (CONN_MAX_AGE 0): each process keeps a bounded psycopg pool instead, sized from the server's
+    # connection limit by console/serve.py (docs/scaling.md). An exhausted pool waits ARK_DB_POOL_TIMEOUT_S,
+    # then the request gets a 503 with Retry-After (console/middleware.py).
     DATABASES["default"]["CONN_MAX_AGE"] = 0
+    if env.int("ARK_DB_POOL_MAX", default=8) > 0:
+        DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+            "min_size": env.int("ARK_DB_POOL_MIN", default=1),
+            "max_size": env.int("ARK_DB_POOL_MAX", default=8),
+            "timeout": env.float("ARK_DB_POOL_TIMEOUT_S", default=5.0),
+        }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = env("REDIS_URL", default="redis://127.0.0.1:6379/0")
@@ -97,7 +109,11 @@ CHANNEL_LAYERS = {
         # channels_redis with a socket read timeout longer than its blocking wait (console/channel_layer.py):
         # with redis-py 8's 5 s default both were 5 s and idle sockets dropped every ~6 s.
         "BACKEND": "console.channel_layer.RedisChannelLayer",
-        "CONFIG": {"hosts": [REDIS_URL], "capacity": 1000, "expiry": 30,
+        # redis-py 8 caps a pool at 100 connections and raises MaxConnectionsError past it: 200 sockets
+        # leaving at once (group_discard each) went past it. A process's sockets share one pool (docs/scaling.md).
+        "CONFIG": {"hosts": [{"address": REDIS_URL,
+                              "max_connections": env.int("ARK_REDIS_MAX_CONNECTIONS", default=1000)}],
+                   "capacity": 1000, "expiry": 30,
                    "brpop_timeout": env.float("ARK_CHANNEL_WAIT_S", default=5.0)},
     }
 }
@@ -139,7 +155,15 @@ USE_I18N = False
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATIC_ROOT = BASE_DIR / "staticfiles"
+STATIC_ROOT = Path(env("ARK_STATIC_ROOT", default=str(BASE_DIR / "staticfiles")))
+# collectstatic (scripts/run) writes each file with .gz (and .br with brotli) beside it; WhiteNoise sends the
+# compressed one to a browser that accepts it (plotly's bundle: 4.7 MB, about 1.4 MB gzipped). Without a
+# collected tree (development, tests) it serves the source files from the finders, uncompressed.
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+}
+WHITENOISE_USE_FINDERS = env.bool("ARK_STATIC_FINDERS", default=DEBUG or not (STATIC_ROOT / "ark").is_dir())
 # plotly.js comes from the plotly package itself, served as static/plotly/plotly.min.js.
 STATICFILES_DIRS = [
     BASE_DIR / "console" / "static",
@@ -184,3 +208,46 @@ ARK_QUEUE_LEASE_S = env.float("ARK_QUEUE_LEASE_S", default=1800.0)
 ARK_LLM_BASE_URL = env("ARK_LLM_BASE_URL", default="")
 ARK_LLM_MODEL = env("ARK_LLM_MODEL", default="")
 ARK_LLM_TIMEOUT_S = env.float("ARK_LLM_TIMEOUT_S", default=120.0)
+
+# --- Security (docs/security.md) -------------------------------------------------------------------------
+# Named LLM endpoints, server configuration only: {"name": {"url": "https://host/v1", "key_env": "ENV_VAR",
+# "models": ["model-a"]}}. A run names one; its key is sent only to its URL (loop/proposer_config.py).
+ARK_LLM_ENDPOINTS = env.json("ARK_LLM_ENDPOINTS", default={})
+# Hardware kinds a ping may be sent to, besides those GPU workers announce by heartbeat (loop/hardware.py).
+ARK_HARDWARE_KINDS = env.list("ARK_HARDWARE_KINDS", default=["cpu", "h100", "h200", "b200"])
+# The audit chain's HMAC key (default: derived from SECRET_KEY) and the anchor file outside the database
+# (default: var/audit-anchor-<database>.log); loop/audit.py.
+ARK_AUDIT_KEY = env("ARK_AUDIT_KEY", default="")
+ARK_AUDIT_ANCHOR = env("ARK_AUDIT_ANCHOR", default="")
+# Login throttling: django-axes counts failures per (normalised username, client address) in the database;
+# the console's login and the password re-entry on promote and rollback go through it (console/ratelimit.py).
+INSTALLED_APPS += ["axes", "csp"]
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+MIDDLEWARE += ["axes.middleware.AxesMiddleware"]
+AXES_FAILURE_LIMIT = ARK_LOGIN_MAX_FAILURES
+AXES_COOLOFF_TIME = __import__("datetime").timedelta(seconds=ARK_LOGIN_LOCKOUT_S)
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_USERNAME_CALLABLE = "console.ratelimit.axes_username"
+AXES_CLIENT_IP_CALLABLE = "console.ratelimit.client_address"
+AXES_LOCKOUT_CALLABLE = "console.ratelimit.lockout_response"
+AXES_VERBOSE = False
+LOGGING.setdefault("loggers", {})["axes"] = {"level": "WARNING"}
+# Content-Security-Policy (django-csp): scripts only from this origin (no inline script, no eval); styles may
+# be inline because htmx and plotly inject theirs; chart data sits in json_script blocks, which never run.
+MIDDLEWARE.insert(MIDDLEWARE.index("django.middleware.security.SecurityMiddleware") + 1,
+                  "csp.middleware.CSPMiddleware")
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'", "'unsafe-inline'"],  # plotly sets style attributes on the elements it draws
+        "img-src": ["'self'", "data:", "blob:"],
+        "font-src": ["'self'", "data:"],
+        "connect-src": ["'self'"],  # the live-updates websocket is same-origin (ws: matches 'self' in CSP 3)
+        "frame-ancestors": ["'none'"],
+        "base-uri": ["'self'"],
+        "form-action": ["'self'"],
+        "object-src": ["'none'"],
+    },
+}

@@ -9,6 +9,7 @@ class LoopConfig(AppConfig):
     def ready(self):
         # local: Django's app registry must be ready before these modules' models and signals load
         from loop import audit, roles
+        from loop.services import access  # noqa: F401  (connects the login and failed-login events)
 
         audit.install_connection_hooks()
         post_migrate.connect(roles.ensure_groups, sender=self, dispatch_uid="ark_ensure_groups")

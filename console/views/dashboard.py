@@ -3,6 +3,7 @@ from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
+from console.forms import PingForm
 from loop import selectors
 from loop.services import wiring
 
@@ -18,8 +19,13 @@ def dashboard(request):
 
 @require_POST
 def ping(request):
-    hardware = request.POST.get("hardware", "").strip() or "cpu"
-    wiring.ping_send(actor=request.user, hardware=hardware)
+    form = PingForm(request.POST)
+    if not form.is_valid():
+        error = " ".join(form.errors.get("hardware", ["Name a hardware kind."]))
+        if request.htmx:  # htmx swaps a 200 only: the table comes back with the reason above it
+            return render(request, "console/_pings.html", {"pings": selectors.recent_pings(), "error": error})
+        return HttpResponse(f"Ping refused: {error}", status=400, content_type="text/plain; charset=utf-8")
+    wiring.ping_send(actor=request.user, hardware=form.cleaned_data["hardware"])
     if request.htmx:
         return render(request, "console/_pings.html", {"pings": selectors.recent_pings()})
     return redirect("dashboard")

@@ -72,7 +72,7 @@ def deployment_download(request, target, hardware, version):
 @require_POST
 def deployment_rollback(request, target, hardware):
     target = get_object_or_404(Target, name=target)
-    form = RollbackForm(request.POST, user=request.user)
+    form = RollbackForm(request.POST, user=request.user, request=request)
     if form.is_valid():
         try:
             config = deployment_services.deployment_rollback(actor=request.user, target=target, hardware=hardware,

@@ -136,7 +136,7 @@ def candidate_veto(request, pk):
 @require_POST
 def candidate_promote(request, pk):
     candidate = get_object_or_404(Candidate.objects.select_related("run__thesis__target"), pk=pk)
-    form = PromoteForm(request.POST, user=request.user)
+    form = PromoteForm(request.POST, user=request.user, request=request)
     if form.is_valid():
         try:
             config = deployments.deployment_promote(actor=request.user, candidate=candidate,

@@ -1,8 +1,10 @@
 """An LLM proposer: any OpenAI-compatible chat-completions endpoint.
 
-Base URL and model come from the run's proposer settings or from settings (ARK_LLM_BASE_URL,
-ARK_LLM_MODEL); the key only from the environment (ARK_LLM_API_KEY, else OPENAI_API_KEY), never
-stored, shown or logged. The exact prompt, the answer, tokens and latency are stored on the
+The endpoint is one the server is configured with (loop/proposer_config.py, ARK_LLM_ENDPOINTS): the
+run names it and a model it allows; the key comes from the environment variable the endpoint names and is
+sent only to that endpoint's URL, never stored, shown or logged. Before each proposal the endpoint is
+checked (`llm_preflight`); a misconfigured one pauses the run with the reason instead of spending its
+candidates. The exact prompt, the answer, tokens and latency are stored on the
 candidate's `proposal`. An unusable answer (or a failed call) is recorded as a rejected
 proposal, a candidate reverted with reason `error`, and never crashes the loop.
 """
@@ -10,15 +12,17 @@ proposal, a candidate reverted with reason `error`, and never crashes the loop.
 from __future__ import annotations
 
 import logging
-import os
 import re
 import time
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 
 from loop import skillfiles
 from loop.models import Candidate, Run, SkillDoc
+from loop.proposer_config import llm_endpoints, llm_preflight
 from loop.services.candidates import CandidateRejected, candidate_record_rejected_proposal, candidate_submit
+from loop.services.runs import run_hold
 from loop.services.targets import target_contract, target_seed_source
 
 log = logging.getLogger(__name__)
@@ -43,17 +47,23 @@ FORBIDDEN_SHORTCUTS = (
 )
 
 
+def api_keys() -> list[str]:
+    """Every configured endpoint's key that is set (for redaction)."""
+    keys = [endpoint.key() for endpoint in llm_endpoints().values()]
+    return [key for key in keys if key]
+
+
 def api_key() -> str | None:
-    return os.environ.get("ARK_LLM_API_KEY") or os.environ.get("OPENAI_API_KEY")
+    keys = api_keys()
+    return keys[0] if keys else None
 
 
 def endpoint(run: Run) -> dict:
+    """The run's endpoint and model, checked against the server's configuration and by a /models call."""
     conf = run.proposer_settings or {}
+    configured, model = llm_preflight(conf)
     return {
-        "base_url": conf.get("base_url") or getattr(settings, "ARK_LLM_BASE_URL", None)
-        or os.environ.get("ARK_LLM_BASE_URL") or "https://api.openai.com/v1",
-        "model": conf.get("model") or getattr(settings, "ARK_LLM_MODEL", None) or os.environ.get("ARK_LLM_MODEL")
-        or "gpt-4o-mini",
+        "endpoint": configured, "base_url": configured.url, "model": model,
         "temperature": float(conf.get("temperature", 0.7)),
         "max_tokens": int(conf.get("max_tokens", 8000)),
         "timeout_s": float(conf.get("timeout_s", getattr(settings, "ARK_LLM_TIMEOUT_S", 300))),
@@ -126,19 +136,28 @@ def parse_answer(text: str) -> str | None:
 
 
 def _redact(text: str) -> str:
-    key = api_key()
-    return text.replace(key, "[redacted]") if key else text
+    for key in api_keys():
+        text = text.replace(key, "[redacted]")
+    return text
 
 
 def propose(run: Run) -> Candidate | None:
-    from openai import OpenAI  # local: only an LLM run needs the client, and it is slow to import
+    from openai import DefaultHttpxClient, OpenAI  # local: only an LLM run needs the client; slow to import
 
-    conf = endpoint(run)
+    try:
+        conf = endpoint(run)
+    except ValidationError as error:
+        reason = _redact(" ".join(error.messages))
+        log.warning("run %s: %s", run.pk, reason)
+        run_hold(run=run, reason=reason)
+        return None
     messages, skill_keys = build_messages(run)
-    proposal = {"kind": "llm", "base_url": conf["base_url"], "model": conf["model"], "messages": messages,
-                "skills": skill_keys}
-    client = OpenAI(base_url=conf["base_url"], api_key=api_key() or "not-set", timeout=conf["timeout_s"],
-                    max_retries=1)
+    proposal = {"kind": "llm", "endpoint": conf["endpoint"].name, "base_url": conf["base_url"],
+                "model": conf["model"], "messages": messages, "skills": skill_keys}
+    # The key of this endpoint only, to this endpoint's URL only: a redirect is an error, never followed.
+    client = OpenAI(base_url=conf["base_url"], api_key=conf["endpoint"].key() or "not-set",
+                    timeout=conf["timeout_s"], max_retries=1,
+                    http_client=DefaultHttpxClient(follow_redirects=False))
     started = time.monotonic()
     try:
         response = client.chat.completions.create(model=conf["model"], messages=messages,

@@ -29,6 +29,8 @@ from django.utils import timezone
 
 from gpu_worker.queues import LOOP_QUEUE, Task
 from loop.audit import event_write
+from loop.hardware import hardware_slug
+from loop.proposer_config import llm_preflight, proposer_settings_clean
 from loop.models import Candidate, Evaluation, Run, Thesis, Worker
 from loop.policy import RunPolicy
 from loop.roles import EDIT_THESIS, check_permission
@@ -65,8 +67,12 @@ def run_start(*, actor, thesis: Thesis, proposer: str, hardware: str | None = No
         policy_json = RunPolicy.from_json(policy).to_json()
     except (TypeError, ValueError) as exc:
         raise ValidationError(f"bad policy: {exc}") from exc
-    if proposer == Run.Proposer.LLM and "api_key" in (proposer_settings or {}):
-        raise ValidationError("an API key is read from the environment only, never stored with a run")
+    # Person-supplied: a strict schema per proposer, the hardware a slug, an LLM endpoint that answers
+    # (docs/security.md). The preflight runs before the run exists: a misconfiguration spends nothing.
+    proposer_settings = proposer_settings_clean(proposer, proposer_settings)
+    hardware = hardware_slug(hardware or thesis.hardware)
+    if proposer == Run.Proposer.LLM:
+        llm_preflight(proposer_settings)
     with transaction.atomic():
         run = Run.objects.create(
             thesis=thesis, hardware=hardware or thesis.hardware, proposer=proposer,
@@ -105,6 +111,17 @@ def run_pause(*, run: Run, actor) -> Run:
 
 def run_resume(*, run: Run, actor) -> Run:
     return _transition(run=run, actor=actor, frm=(Run.Status.PAUSED,), to=Run.Status.RUNNING, event="run.resumed")
+
+
+def run_hold(*, run: Run, reason: str) -> bool:
+    """The loop pauses a running run whose proposer cannot work (an LLM endpoint that fails its preflight):
+    nothing is spent until a person fixes the configuration and resumes it."""
+    with transaction.atomic():
+        if not Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING).update(status=Run.Status.PAUSED):
+            return False
+        event_write(type="run.paused", actor="loop", subject=run, run_id=run.pk,
+                    payload={"status": Run.Status.PAUSED, "reason": reason[:1000]})
+    return True
 
 
 def run_stop(*, run: Run, actor, reason: str = "") -> Run:

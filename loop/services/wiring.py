@@ -8,11 +8,16 @@ from django.utils import timezone
 
 from gpu_worker.queues import Task, gpu_queue
 from loop.audit import event_write
+from loop.hardware import hardware_registered_slug
+from loop.roles import EDIT_THESIS, check_permission
 from loop.models import Ping, Worker
 from loop.services.outbox import outbox_enqueue
 
 
 def ping_send(*, actor, hardware: str) -> Ping:
+    """A reviewer's wiring check to a registered hardware kind's queue (docs/security.md)."""
+    check_permission(actor, EDIT_THESIS)
+    hardware = hardware_registered_slug(hardware)
     with transaction.atomic():
         ping = Ping.objects.create(hardware=hardware, actor=actor.get_username())
         event_write(type="ping.sent", actor=actor, subject=ping, payload={"hardware": hardware})
