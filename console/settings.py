@@ -43,7 +43,6 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "console.middleware.DatabaseUnavailableMiddleware",  # first: a refused DB connection is a 503, not a 500
     "django.middleware.security.SecurityMiddleware",
-    "console.static_serving.StaticFiles",  # WhiteNoise: static files, compressed by collectstatic
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -52,9 +51,7 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "django.contrib.auth.middleware.LoginRequiredMiddleware",
-    "console.views.errors.MethodNotAllowedPage",  # a 405 says in words what to do (console/views/errors.py)
 ]
-CSRF_FAILURE_VIEW = "console.views.errors.csrf_failure"
 
 ROOT_URLCONF = "console.urls"
 ASGI_APPLICATION = "console.asgi.application"
@@ -90,17 +87,8 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / f"test-ark-{os.getpid()}.sqlite3")}
 else:
     DATABASES["default"]["TEST"] = {"NAME": f"test_{DATABASES['default']['NAME']}_{os.getpid()}"}
-    # Under ASGI each request may run in a new thread, so a connection is not kept per thread
-    # (CONN_MAX_AGE 0): each process keeps a bounded psycopg pool instead, sized from the server's
-    # connection limit by console/serve.py (docs/scaling.md). An exhausted pool waits ARK_DB_POOL_TIMEOUT_S,
-    # then the request gets a 503 with Retry-After (console/middleware.py).
+    # Under ASGI each request may run in a new thread: no persistent connections (docs/architecture.md).
     DATABASES["default"]["CONN_MAX_AGE"] = 0
-    if env.int("ARK_DB_POOL_MAX", default=8) > 0:
-        DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
-            "min_size": env.int("ARK_DB_POOL_MIN", default=1),
-            "max_size": env.int("ARK_DB_POOL_MAX", default=8),
-            "timeout": env.float("ARK_DB_POOL_TIMEOUT_S", default=5.0),
-        }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = env("REDIS_URL", default="redis://127.0.0.1:6379/0")
@@ -109,11 +97,7 @@ CHANNEL_LAYERS = {
         # channels_redis with a socket read timeout longer than its blocking wait (console/channel_layer.py):
         # with redis-py 8's 5 s default both were 5 s and idle sockets dropped every ~6 s.
         "BACKEND": "console.channel_layer.RedisChannelLayer",
-        # redis-py 8 caps a pool at 100 connections and raises MaxConnectionsError past it: 200 sockets
-        # leaving at once (group_discard each) went past it. A process's sockets share one pool (docs/scaling.md).
-        "CONFIG": {"hosts": [{"address": REDIS_URL,
-                              "max_connections": env.int("ARK_REDIS_MAX_CONNECTIONS", default=1000)}],
-                   "capacity": 1000, "expiry": 30,
+        "CONFIG": {"hosts": [REDIS_URL], "capacity": 1000, "expiry": 30,
                    "brpop_timeout": env.float("ARK_CHANNEL_WAIT_S", default=5.0)},
     }
 }
@@ -155,15 +139,7 @@ USE_I18N = False
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATIC_ROOT = Path(env("ARK_STATIC_ROOT", default=str(BASE_DIR / "staticfiles")))
-# collectstatic (scripts/run) writes each file with .gz (and .br with brotli) beside it; WhiteNoise sends the
-# compressed one to a browser that accepts it (plotly's bundle: 4.7 MB, about 1.4 MB gzipped). Without a
-# collected tree (development, tests) it serves the source files from the finders, uncompressed.
-STORAGES = {
-    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
-    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
-}
-WHITENOISE_USE_FINDERS = env.bool("ARK_STATIC_FINDERS", default=DEBUG or not (STATIC_ROOT / "ark").is_dir())
+STATIC_ROOT = BASE_DIR / "staticfiles"
 # plotly.js comes from the plotly package itself, served as static/plotly/plotly.min.js.
 STATICFILES_DIRS = [
     BASE_DIR / "console" / "static",
