@@ -188,6 +188,8 @@ def evaluation_spec(candidate: Candidate) -> dict:
         "hardware": run.hardware, "profile": run.profile, "source": candidate.source, "params": candidate.params,
         "incumbent_id": incumbent.pk if incumbent else None,
         "incumbent_source": incumbent.source if incumbent else None,
+        # an imported FlashInfer-Bench target travels whole: the worker builds it from this (docs/interop.md)
+        "target_document": run.thesis.target.document or None,
     }
 
 
