@@ -1,0 +1,36 @@
+"""`python -m gpu_worker.fib read|export|promote`: JSON on stdin, one JSON object on stdout. The web side calls
+this in a child process, since FlashInfer-Bench imports torch and the console and loop never do
+(docs/interop.md)."""
+
+import json
+import sys
+
+
+def main(argv: list[str]) -> int:
+    command = argv[0] if argv else ""
+    payload = json.loads(sys.stdin.read() or "{}")
+    from .document import DocumentError
+
+    try:
+        if command == "read":
+            from .reader import build_document
+            result = {"document": build_document(payload["definition"], payload.get("workloads") or "",
+                                                 payload.get("ranges"), payload.get("tolerance"))}
+        elif command == "export":
+            from .traceset import export_traceset
+            result = export_traceset(payload, payload["out"])
+        elif command == "promote":
+            from .traceset import promotion_traceset
+            result = promotion_traceset(payload, payload["out"])
+        else:
+            print(json.dumps({"ok": False, "error": f"unknown command {command!r}: read, export or promote"}))
+            return 2
+    except (DocumentError, ValueError, KeyError) as exc:
+        print(json.dumps({"ok": False, "error": str(exc)}))
+        return 1
+    print(json.dumps({"ok": True, **result}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

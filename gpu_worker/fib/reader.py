@@ -1,0 +1,67 @@
+"""Read what a person imports: a FlashInfer-Bench Definition (JSON) and its workloads (JSONL of workload
+Traces, as FlashInfer-Bench's tracing writes them), through the package's own classes, into an imported-target
+document (docs/interop.md)."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+from flashinfer_bench import Definition, Trace
+from pydantic import ValidationError
+
+from .document import SCHEMA, DocumentError, check_document, constraint_problems, parse_ranges
+
+
+def _first_error(exc: ValidationError) -> str:
+    e = exc.errors()[0]
+    where = ".".join(str(p) for p in e.get("loc", ())) or "document"
+    return f"{where}: {e.get('msg')}"
+
+
+def read_definition(text: str) -> Definition:
+    try:
+        return Definition.model_validate_json(text)
+    except ValidationError as exc:
+        raise DocumentError(f"not a FlashInfer-Bench Definition: {_first_error(exc)}") from None
+
+
+def workload_cells(defn: Definition, jsonl: str) -> list[tuple[dict, float]]:
+    """[(var axes, weight)]: each line is a workload Trace of this definition; a cell's weight is how many
+    lines name it (a tracing run writes one per served call it keeps)."""
+    counts: Counter = Counter()
+    for n, line in enumerate((jsonl or "").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            trace = Trace.model_validate_json(line)
+        except ValidationError as exc:
+            raise DocumentError(f"workloads line {n}: not a FlashInfer-Bench workload trace: {_first_error(exc)}") from None
+        if trace.definition != defn.name:
+            raise DocumentError(f"workloads line {n}: for definition {trace.definition!r}, not {defn.name!r}")
+        axes = trace.workload.axes
+        missing = [a for a in defn.var_axes if a not in axes]
+        if missing:
+            raise DocumentError(f"workloads line {n}: no value for var axis {', '.join(missing)}")
+        problems = constraint_problems(json.loads(defn.model_dump_json()), {a: axes[a] for a in defn.var_axes})
+        if problems:
+            raise DocumentError(f"workloads line {n}: {problems[0]}")
+        counts[tuple((a, int(axes[a])) for a in defn.var_axes)] += 1
+    return [(dict(key), float(w)) for key, w in sorted(counts.items())]
+
+
+def build_document(definition_text: str, workloads_text: str = "", ranges=None, tolerance=None) -> dict:
+    """The imported-target document, or DocumentError naming what is wrong. Without a range for an axis, the
+    imported workloads' span is taken when there are any."""
+    defn = read_definition(definition_text)
+    cells = workload_cells(defn, workloads_text)
+    spans = parse_ranges(ranges or [])
+    for axis in defn.var_axes:
+        if axis not in spans and cells:
+            values = [c[axis] for c, _ in cells]
+            spans[axis] = [min(values), max(values)]
+    doc = {"schema": SCHEMA, "definition": json.loads(defn.model_dump_json()), "ranges": spans,
+           "cells": [{"axes": c, "weight": w} for c, w in cells]}
+    if tolerance:
+        doc["tolerance"] = {k: float(v) for k, v in tolerance.items()}
+    return check_document(doc)

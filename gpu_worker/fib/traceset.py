@@ -1,0 +1,170 @@
+"""ark's records in FlashInfer-Bench's own classes (docs/interop.md): a candidate as a Solution, an evaluation
+as Traces, a run as a TraceSet directory, and a promotion as a TraceSet that `flashinfer_bench.apply` serves
+exactly as the serving config routes it."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+from flashinfer_bench import (BuildSpec, Correctness, Definition, Environment, Evaluation, EvaluationStatus,
+                              Performance, RandomInput, Solution, SourceFile, Trace, TraceSet, Workload)
+from flashinfer_bench.data.json_utils import save_json_file
+
+from ..contract import from_json, to_json
+from ..serving_config import parse_serving_config
+
+ENTRY = "kernel.py::forward"  # ark's candidates define forward(*inputs) and return the outputs
+
+
+def solution_of(defn: Definition, *, name: str, source: str, author: str, dsl: str = "triton",
+                description: str = "") -> Solution:
+    """A candidate as a Solution: value-returning (not destination-passing), one source file. CuTe DSL is
+    Python to FlashInfer-Bench's builders."""
+    return Solution(
+        name=name, definition=defn.name, author=author or "ark", description=description or None,
+        spec=BuildSpec(language="triton" if dsl == "triton" else "python", target_hardware=["cuda"],
+                       entry_point=ENTRY, destination_passing_style=False),
+        sources=[SourceFile(path="kernel.py", content=source)])
+
+
+def workload_of(defn: Definition, shape: dict) -> Workload:
+    axes = {a: int(shape[a]) for a in defn.var_axes}
+    uuid = hashlib.sha1(json.dumps([defn.name, sorted(axes.items())]).encode()).hexdigest()[:16]
+    return Workload(axes=axes, inputs={name: RandomInput() for name in defn.inputs}, uuid=uuid)
+
+
+def _environment(report: dict) -> Environment:
+    hw = report.get("hardware") or {}
+    libs = {k: str(hw[k]) for k in ("driver", "sm_clock_mhz", "mem_clock_mhz") if hw.get(k) is not None}
+    libs["ark.report"] = str(report.get("schema"))
+    return Environment(hardware=hw.get("gpu") or hw.get("kind") or report.get("mode") or "unknown", libs=libs)
+
+
+def _us(timing: dict | None, stat: str) -> float | None:
+    timing = timing or {}
+    return timing.get(f"{stat}_us") if timing.get(f"{stat}_us") is not None else timing.get("median_us")
+
+
+def traces_of(defn: Definition, solution: str, report: dict) -> tuple[list[Trace], int]:
+    """One Trace per verified-and-failed shape and per timed benchmark shape of the report; returns the
+    traces and how many passing shapes had no timing (a CPU worker times nothing: they are left out, since
+    a PASSED Trace must carry a latency). Interval and p99 go in the Trace's log as one JSON line, since
+    Performance has no field for them."""
+    report = to_json(from_json(report))
+    env, when = _environment(report), report.get("date") or "unknown"
+    verify = (report.get("stages") or {}).get("verify") or {}
+    bench = (report.get("stages") or {}).get("benchmark") or {}
+    errors = [s.get("max_error") for s in verify.get("shapes") or [] if s.get("max_error") is not None]
+    worst = max(errors, default=0.0)
+    traces, untimed = [], 0
+    for s in verify.get("shapes") or []:
+        if s.get("pass") is False:
+            err = s.get("max_error")
+            finite = err is not None and err == err and err != float("inf")
+            ev = Evaluation(status=EvaluationStatus.INCORRECT_NUMERICAL if finite else EvaluationStatus.RUNTIME_ERROR,
+                            environment=env, timestamp=when, log=(s.get("message") or "")[:2000],
+                            correctness=Correctness(max_absolute_error=err) if finite else None)
+            traces.append(Trace(definition=defn.name, workload=workload_of(defn, s["shape"]), solution=solution,
+                                evaluation=ev))
+    if any(s.get("pass") is False for s in verify.get("shapes") or []):
+        return traces, 0
+    for s in bench.get("shapes") or []:
+        cand = s.get("candidate") or {}
+        latency = _us(cand, "mean")
+        if latency is None:
+            untimed += 1
+            continue
+        ref = s.get("default_mean_us") or s.get("default_median_us") or _us(s.get("incumbent"), "mean")
+        timing = {"stat": "mean" if cand.get("mean_us") is not None else "median", "mean_ci95_us": cand.get("mean_ci95_us"),
+                  "median_us": cand.get("median_us"), "median_ci95_us": cand.get("ci95_us"), "p99_us": cand.get("p99_us"),
+                  "calls": cand.get("calls"), "ratio_vs_incumbent": s.get("ratio"), "ratio_ci95": s.get("ratio_ci95")}
+        ev = Evaluation(status=EvaluationStatus.PASSED, environment=env, timestamp=when,
+                        log="ark.timing " + json.dumps(timing, sort_keys=True),
+                        correctness=Correctness(max_absolute_error=worst),
+                        performance=Performance(latency_ms=latency / 1000.0,
+                                                reference_latency_ms=(ref or 0.0) / 1000.0,
+                                                speedup_factor=(ref / latency) if ref else 0.0))
+        traces.append(Trace(definition=defn.name, workload=workload_of(defn, s["shape"]), solution=solution,
+                            evaluation=ev))
+    if not bench.get("shapes") and verify.get("status") == "pass":
+        untimed += len(verify.get("shapes") or [])
+    return traces, untimed
+
+
+def _fresh(root: Path) -> TraceSet:
+    if root.exists():
+        shutil.rmtree(root)
+    root.mkdir(parents=True)
+    return TraceSet(root=root)
+
+
+def _write(ts: TraceSet, defn: Definition, solutions: list[Solution], cells: list[dict], traces: list[Trace]):
+    ts.definitions[defn.name] = defn
+    save_json_file(defn, ts.definitions_path / defn.op_type / f"{defn.name}.json")
+    for sol in solutions:
+        ts.solutions.setdefault(defn.name, []).append(sol)
+        save_json_file(sol, ts.solutions_path / defn.op_type / defn.name / f"{sol.name}.json")
+    unique = {w.uuid: w for w in (workload_of(defn, c) for c in cells)}
+    if unique:
+        ts.add_workload_traces([Trace(definition=defn.name, workload=w) for w in unique.values()])
+    if traces:
+        ts.add_traces(traces)
+
+
+def export_traceset(payload: dict, out: str | Path) -> dict:
+    """payload: {"document": ark.fib-target/1, "candidates": [{"name", "source", "author", "dsl", "status",
+    "reports": [report, ...]}]} -> a TraceSet directory at `out` (replaced). Returns counts."""
+    doc = payload["document"]
+    defn = Definition.model_validate(doc["definition"])
+    solutions, traces, untimed = [], [], 0
+    for c in payload.get("candidates") or []:
+        sol = solution_of(defn, name=c["name"], source=c["source"], author=c.get("author") or "ark",
+                          dsl=c.get("dsl") or "triton", description=f"ark candidate, {c.get('status', '')}")
+        solutions.append(sol)
+        for report in c.get("reports") or []:
+            got, skipped = traces_of(defn, sol.name, report)
+            traces += got
+            untimed += skipped
+    ts = _fresh(Path(out))
+    _write(ts, defn, solutions, [c["axes"] for c in doc.get("cells") or []], traces)
+    return {"path": str(out), "definition": defn.name, "solutions": len(solutions), "traces": len(traces),
+            "untimed_shapes": untimed}
+
+
+def promotion_traceset(payload: dict, out: str | Path) -> dict:
+    """payload: {"document": ark.fib-target/1, "serving_config": ark.serving/1 document, "cells": [axes, ...]
+    (default: the document's cells)} -> a TraceSet at `out` whose traces name a promoted solution exactly
+    for the cells the serving config routes to it. Cells the default serves get no trace: with
+    ApplyConfig(on_miss_policy="fallback_only") apply calls the engine's own kernel there. A trace's speedup
+    is the evidence's when the route carries one, else 1 (apply only compares traces of one key, and each key
+    here has one)."""
+    doc, table = payload["document"], parse_serving_config(payload["serving_config"])
+    defn = Definition.model_validate(doc["definition"])
+    cells = payload.get("cells") or [c["axes"] for c in doc.get("cells") or []]
+    solutions: dict[str, Solution] = {}
+    traces, served = [], {"default": 0}
+    env = Environment(hardware=table.hardware, libs={"ark.serving": f"{table.target} v{table.version}"})
+    for cell in cells:
+        shape = {**cell}
+        _, route = table.route_for(shape)
+        if route is None or route.kernel is None:
+            served["default"] += 1
+            continue
+        k = route.kernel
+        name = f"ark_{table.target}_{k.candidate_id}_{k.source_hash[7:19]}"
+        if name not in solutions:
+            solutions[name] = solution_of(defn, name=name, source=k.source, author="ark",
+                                          description=f"promoted in serving config v{table.version}")
+        served[name] = served.get(name, 0) + 1
+        speedup = float(((route.evidence or {}).get("speedup")) or 1.0)
+        traces.append(Trace(definition=defn.name, workload=workload_of(defn, shape), solution=name,
+                            evaluation=Evaluation(
+                                status=EvaluationStatus.PASSED, environment=env, timestamp="serving-config",
+                                log=f"ark.route serving config v{table.version}",
+                                correctness=Correctness(), performance=Performance(speedup_factor=speedup))))
+    ts = _fresh(Path(out))
+    _write(ts, defn, list(solutions.values()), cells, traces)
+    return {"path": str(out), "definition": defn.name, "served": served}

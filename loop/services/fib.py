@@ -1,0 +1,105 @@
+"""FlashInfer-Bench interop on the web side (docs/interop.md): import a Definition (+ workloads) as a Target,
+export a run as a TraceSet directory, write the apply-ready TraceSet of a promotion.
+
+FlashInfer-Bench imports torch, and the console and loop never do: every call that needs the package runs
+`python -m gpu_worker.fib` in a child process, JSON in and out. Here only rows and events are written.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import transaction
+
+from loop.audit import event_write
+from loop.models import Candidate, Run, ServingConfig, Target
+from loop.roles import EDIT_THESIS, check_permission
+from loop.services.workloads import workload_profile_set
+
+ROOT = Path(__file__).resolve().parents[2]
+TIMEOUT_S = 300
+
+
+def fib_call(command: str, payload: dict, *, timeout: float = TIMEOUT_S) -> dict:
+    """Run `python -m gpu_worker.fib <command>`; its answer, or ValidationError with its message."""
+    try:
+        done = subprocess.run([sys.executable, "-m", "gpu_worker.fib", command], input=json.dumps(payload),
+                              capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+    except subprocess.TimeoutExpired:
+        raise ValidationError(f"FlashInfer-Bench {command} took longer than {timeout:.0f} s") from None
+    try:
+        answer = json.loads(done.stdout.strip().splitlines()[-1])
+    except (IndexError, json.JSONDecodeError):
+        tail = (done.stderr or "").strip().splitlines()[-1:] or ["no output"]
+        raise ValidationError(f"FlashInfer-Bench {command} failed: {tail[0][:300]}") from None
+    if not answer.get("ok"):
+        raise ValidationError(answer.get("error") or f"FlashInfer-Bench {command} failed")
+    return answer
+
+
+def fib_definition_import(*, actor, definition_text: str, workloads_text: str = "", ranges=(),
+                          tolerance: dict | None = None, source: str = "") -> Target:
+    """Create or replace the Target a FlashInfer-Bench Definition describes; its workloads, if any, become
+    the target's workload profile (weights per cell). A built-in target's name is refused."""
+    check_permission(actor, EDIT_THESIS)
+    doc = fib_call("read", {"definition": definition_text, "workloads": workloads_text, "ranges": list(ranges),
+                            "tolerance": tolerance})["document"]
+    d = doc["definition"]
+    fields = {"version": "1", "description": (d.get("description") or d["name"])[:2000],
+              "axes": doc["ranges"], "dsls": ["triton", "cute"], "e2e_slot": "", "document": doc}
+    with transaction.atomic():
+        target = Target.objects.select_for_update().filter(name=d["name"]).first()
+        if target is not None and not target.document:
+            raise ValidationError(f"{d['name']} is a built-in target; an imported definition may not replace it")
+        if target is None:
+            target = Target.objects.create(name=d["name"], **fields)
+        else:
+            Target.objects.filter(pk=target.pk).update(**fields)
+            target.refresh_from_db()
+        event_write(type="target.imported", actor=actor, subject=target, payload={
+            "name": target.name, "ranges": doc["ranges"], "cells": len(doc.get("cells") or []),
+            "source": source[:200], "format": "flashinfer-bench"})
+        if doc.get("cells"):
+            workload_profile_set(target, [(c["axes"], c["weight"]) for c in doc["cells"]], actor=actor,
+                                 source=f"fib:{source}"[:200])
+    return target
+
+
+def _candidate_payload(candidate: Candidate) -> dict:
+    reports = [e.report for e in candidate.evaluations.order_by("attempt")]
+    dsl = "cute" if "cutlass" in candidate.source else "triton"
+    return {"name": f"ark_{candidate.run.thesis.target.name}_r{candidate.run_id}_c{candidate.number}",
+            "source": candidate.source, "author": candidate.proposer, "dsl": dsl, "status": candidate.status,
+            "reports": reports}
+
+
+def fib_traceset_export(*, run: Run, out: str | Path) -> dict:
+    """The run as a TraceSet directory at `out` (replaced): the definition, each evaluated candidate as a
+    Solution, each evaluation's shapes as Traces, the target's workloads."""
+    target = run.thesis.target
+    if not target.document:
+        raise ValidationError(f"{target.name} is a built-in target with no FlashInfer-Bench definition; "
+                              "export works on imported targets")
+    candidates = run.candidates.filter(evaluations__isnull=False).distinct().order_by("number")
+    payload = {"document": target.document, "candidates": [_candidate_payload(c) for c in candidates],
+               "out": str(Path(out).resolve())}
+    return fib_call("export", payload)
+
+
+def promotion_dir(config: ServingConfig) -> Path:
+    return Path(settings.SERVING_EXPORT_DIR) / config.target.name / config.hardware / f"fib-v{config.version}"
+
+
+def fib_promotion_export(*, config: ServingConfig) -> dict | None:
+    """For an imported target, the TraceSet `flashinfer_bench.apply` loads to serve what this serving-config
+    version routes (None for a built-in target)."""
+    if not config.target.document:
+        return None
+    return fib_call("promote", {"document": config.target.document, "serving_config": config.document,
+                                "out": str(promotion_dir(config).resolve())})
+
