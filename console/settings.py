@@ -90,8 +90,17 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / f"test-ark-{os.getpid()}.sqlite3")}
 else:
     DATABASES["default"]["TEST"] = {"NAME": f"test_{DATABASES['default']['NAME']}_{os.getpid()}"}
-    # Under ASGI each request may run in a new thread: no persistent connections (docs/architecture.md).
+    # Under ASGI each request may run in a new thread, so a connection is not kept per thread
+    # (CONN_MAX_AGE 0): each process keeps a bounded psycopg pool instead, sized from the server's
+    # connection limit by console/serve.py (docs/scaling.md). An exhausted pool waits ARK_DB_POOL_TIMEOUT_S,
+    # then the request gets a 503 with Retry-After (console/middleware.py).
     DATABASES["default"]["CONN_MAX_AGE"] = 0
+    if env.int("ARK_DB_POOL_MAX", default=8) > 0:
+        DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+            "min_size": env.int("ARK_DB_POOL_MIN", default=1),
+            "max_size": env.int("ARK_DB_POOL_MAX", default=8),
+            "timeout": env.float("ARK_DB_POOL_TIMEOUT_S", default=5.0),
+        }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = env("REDIS_URL", default="redis://127.0.0.1:6379/0")
@@ -100,7 +109,11 @@ CHANNEL_LAYERS = {
         # channels_redis with a socket read timeout longer than its blocking wait (console/channel_layer.py):
         # with redis-py 8's 5 s default both were 5 s and idle sockets dropped every ~6 s.
         "BACKEND": "console.channel_layer.RedisChannelLayer",
-        "CONFIG": {"hosts": [REDIS_URL], "capacity": 1000, "expiry": 30,
+        # redis-py 8 caps a pool at 100 connections and raises MaxConnectionsError past it: 200 sockets
+        # leaving at once (group_discard each) went past it. A process's sockets share one pool (docs/scaling.md).
+        "CONFIG": {"hosts": [{"address": REDIS_URL,
+                              "max_connections": env.int("ARK_REDIS_MAX_CONNECTIONS", default=1000)}],
+                   "capacity": 1000, "expiry": 30,
                    "brpop_timeout": env.float("ARK_CHANNEL_WAIT_S", default=5.0)},
     }
 }
