@@ -33,6 +33,7 @@ VETOED = "vetoed"
 REASON_ERROR = "error"
 FASTER = "faster"
 TAIL = "bench:tail"
+REGION = "region"  # kept for the cells it wins, left out where it loses (docs/keep-rule.md)
 SLOWER_BEYOND_NOISE, WITHIN_NOISE = "slower", "noise"
 
 UNMEASURED_TEXT = "timings need a GPU worker"
@@ -305,19 +306,24 @@ def _decide(report, policy: RunPolicy) -> Outcome:
     delta = noise_delta(shapes, policy)
     ratio, (ratio_lo, ratio_hi) = benchmark_ratio(report)
     numbers = {"ratio": ratio, "ratio_ci95": [ratio_lo, ratio_hi], "delta": delta, "speedup": 1.0 / ratio}
+    # The keep rule (docs/keep-rule.md): a correct, guard-clean candidate that wins at least one region of
+    # its target's grid is kept for that region; the aggregate's loss reverts it only when it wins nowhere.
+    regions = _regions(report, policy)
+    loss = None
     if ratio >= 1.0:
-        return Outcome(REVERT, SLOWER, f"Slower than the incumbent: time ratio {ratio:.3f} "
+        loss = Outcome(REVERT, SLOWER, f"Slower than the incumbent: time ratio {ratio:.3f} "
                                        f"(95% CI {ratio_lo:.3f}-{ratio_hi:.3f}).", numbers)
-    if compare((ratio_lo, ratio_hi), delta) != FASTER:
-        return Outcome(REVERT, NOISE, f"Not faster beyond noise: time ratio {ratio:.3f}, the interval's upper bound "
+    elif compare((ratio_lo, ratio_hi), delta) != FASTER:
+        loss = Outcome(REVERT, NOISE, f"Not faster beyond noise: time ratio {ratio:.3f}, the interval's upper bound "
                                       f"{ratio_hi:.3f} is not below {1 - delta:.3f} (delta {delta:.1%}).", numbers)
-    tails = tail_regressions(shapes, policy)
-    if tails and not policy.allow_tail_regression:
+    elif (tails := tail_regressions(shapes, policy)) and not policy.allow_tail_regression:
         worst = max(tails, key=lambda s: s["tail_ratio"])
-        return Outcome(REVERT, TAIL, f"Faster on average, but its p99 is worse than the incumbent's beyond noise at "
+        loss = Outcome(REVERT, TAIL, f"Faster on average, but its p99 is worse than the incumbent's beyond noise at "
                                      f"{len(tails)} shape(s); worst {_shape_names([worst])}: p99 ratio "
                                      f"{worst['tail_ratio']:.2f}. The run's policy does not allow a tail regression.",
                        dict(numbers, tail_shapes=len(tails)))
+    if loss is not None and not (regions and regions.won):
+        return loss
 
     e2e = _stage(report, "e2e")
     if e2e["status"] == _ERROR or _harness_only(e2e):
@@ -342,11 +348,39 @@ def _decide(report, policy: RunPolicy) -> Outcome:
         worse = e2e_regressions(points, policy)
         if worse or e2e["status"] == _FAIL:
             where = ", ".join(f"batch {p.get('batch')} context {p.get('context')}" for p in worse)
-            return Outcome(REVERT, E2E_REGRESSION, "Faster in isolation but slower end to end"
-                                                   + (f" at {where}." if where else ": " + _first_message(e2e) + "."),
-                           numbers)
+            regression = Outcome(REVERT, E2E_REGRESSION, "Faster in isolation but slower end to end"
+                                 + (f" at {where}." if where else ": " + _first_message(e2e) + "."), numbers)
+            if not worse or not (regions and regions.won):
+                return loss or regression  # the first reason in the documented order
+            loss = loss or regression
+    if loss is not None:
+        return _region_keep(regions, loss, numbers)
     return Outcome(KEEP, FASTER, f"Correct on every shape and faster: {1 / ratio:.3f}x the incumbent "
                                  f"(time ratio CI {ratio_lo:.3f}-{ratio_hi:.3f}, below {1 - delta:.3f}).", numbers)
+
+
+def _regions(report: dict, policy: RunPolicy):
+    """The report's grid analysis (loop/regions.py) when its target has a grid; None otherwise."""
+    from loop.regions import analyze_grid, grid_axes
+
+    axes = grid_axes(report.get("target"))
+    if axes is None:
+        return None
+    try:
+        return analyze_grid(report, axes=axes, policy=policy)
+    except ValueError:
+        return None
+
+
+def _region_keep(regions, loss: Outcome, numbers: dict) -> Outcome:
+    won, cells = len(regions.won), len(regions.cells)
+    a, b = regions.axes
+    left = "; ".join(f"{a} {c.row} x {b} {c.col}: {', '.join(c.reasons)}" for c in regions.left_out[:4])
+    more = f" and {len(regions.left_out) - 4} more" if len(regions.left_out) > 4 else ""
+    return Outcome(KEEP, REGION, f"Kept for the region it wins: faster beyond noise at {won} of {cells} cells "
+                                 f"of {a} x {b}. Left out of its routes: {left}{more}. Over the whole grid: "
+                                 f"{loss.reason_text}",
+                   dict(numbers, cells_won=won, cells=cells, overall=loss.reason_code))
 
 
 def _guard_code(finding: dict) -> str:

@@ -68,17 +68,35 @@ def test_the_runs_threshold_raises_the_bar():
     assert decide(report(), RunPolicy(threshold=0.25)).reason_code == "noise"
 
 
-def test_it_reverts_a_kernel_win_that_is_slower_end_to_end():
-    points = [e2e_point(1, 4096), e2e_point(1, 131072, 0.92)]
+def test_it_reverts_a_kernel_win_that_is_slower_end_to_end_everywhere_it_wins():
+    points = [e2e_point(4, 32768, 0.92), e2e_point(64, 131072, 0.92)]
     outcome = decide(report(points=points), POLICY)
     assert outcome.reason_code == "e2e_regression"
     assert "context 131072" in outcome.reason_text
 
 
+def test_a_candidate_slower_end_to_end_in_one_region_is_kept_for_the_other_with_the_reason_shown():
+    outcome = decide(report(points=[e2e_point(64, 131072, 0.92)]), POLICY)
+    assert (outcome.verdict, outcome.reason_code) == ("keep", "region")
+    assert "1 of 2 cells" in outcome.reason_text
+    assert "rows 64 x n_ctx 131072: slower end to end at batch 64, context 131072" in outcome.reason_text
+    assert outcome.numbers["overall"] == "e2e_regression"
+
+
+def test_a_candidate_slower_overall_but_faster_at_small_rows_is_kept_for_them():
+    shapes = [shape_result(1, 4096, 0.6), shape_result(4, 32768, 0.6), shape_result(64, 131072, 7.0)]
+    outcome = decide(report(shapes=shapes, points=[]), POLICY)
+    assert (outcome.verdict, outcome.reason_code) == ("keep", "region")
+    assert "2 of 3 cells" in outcome.reason_text and "Slower than the incumbent" in outcome.reason_text
+    everywhere = [shape_result(1, 4096, 1.2), shape_result(64, 131072, 7.0)]
+    assert decide(report(shapes=everywhere, points=[]), POLICY).reason_code == "slower"
+
+
 def test_an_e2e_point_is_judged_by_the_same_rule_with_its_own_aa_interval_and_the_runs_policy():
     # tokens/s ratio 0.95 +- 0.01: as a time ratio about [1.042, 1.064]
     slower = e2e_point(8, 32768, 0.95, ci=0.01, noise=0.01)  # delta = max(2%, 2 x 1%) = 2%: beyond noise
-    assert decide(report(points=[slower]), POLICY).reason_code == "e2e_regression"
+    one_cell = [shape_result(8, 32768, 0.8)]
+    assert decide(report(shapes=one_cell, points=[slower]), POLICY).reason_code == "e2e_regression"
     noisy = e2e_point(8, 32768, 0.95, ci=0.01, noise=0.03)  # delta = 2 x 3% = 6%: within noise
     assert decide(report(points=[noisy]), POLICY).verdict == "keep"
     assert decide(report(points=[slower]), RunPolicy(threshold=0.08)).verdict == "keep"  # the run's own bar
@@ -213,10 +231,14 @@ def _with_tail(tail_ci):
     return report(shapes=shapes)
 
 
-def test_a_p99_worse_than_the_incumbents_beyond_noise_blocks_keep():
-    outcome = decide(_with_tail((4.0, 6.0)), RunPolicy())
+def test_a_p99_worse_than_the_incumbents_beyond_noise_blocks_keep_where_it_is():
+    everywhere = report(shapes=[dict(s, tail_ratio=4.01, tail_ratio_ci95=[4.0, 6.0]) for s in _with_tail((4.0, 6.0))
+                                ["stages"]["benchmark"]["shapes"]])
+    outcome = decide(everywhere, RunPolicy())
     assert (outcome.verdict, outcome.reason_code) == ("revert", "bench:tail")
-    assert "p99" in outcome.reason_text and "rows=4" in outcome.reason_text
+    assert "p99" in outcome.reason_text and "rows=" in outcome.reason_text
+    one = decide(_with_tail((4.0, 6.0)), RunPolicy())  # the other cell's tail is fine: kept there
+    assert (one.verdict, one.reason_code) == ("keep", "region") and "p99 slower beyond noise" in one.reason_text
 
 
 def test_a_tail_within_noise_or_an_allowing_policy_keeps():
