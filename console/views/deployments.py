@@ -15,6 +15,7 @@ from console.views.common import error_text
 from loop import selectors
 from loop.models import ServingConfig, Target
 from loop.services import deployments as deployment_services
+from loop.services.access import export_record
 
 
 def _pretty(config: ServingConfig) -> str:
@@ -64,6 +65,8 @@ def deployment_detail(request, target, hardware):
 
 def deployment_download(request, target, hardware, version):
     config = get_object_or_404(ServingConfig, target__name=target, hardware=hardware, version=version)
+    export_record(actor=request.user, what="serving config", target=config.target.name, hardware=config.hardware,
+                  version=config.version)
     response = JsonResponse(config.document, json_dumps_params={"indent": 2, "sort_keys": True})
     response["Content-Disposition"] = f'attachment; filename="{config.target.name}-{config.hardware}-v{config.version}.json"'
     return response

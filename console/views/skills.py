@@ -17,6 +17,7 @@ from console.views.common import apply_validation_error, error_text
 from loop import selectors, skillfiles
 from loop.models import SkillDoc
 from loop.services import skills as skill_services
+from loop.services.access import export_record
 
 
 def _split(text: str, key: str = "preview.md") -> tuple[dict, str]:
@@ -113,6 +114,7 @@ def skill_download(request):
         for key, text in selectors.skill_texts():
             skillfiles.validate_key(key)
             archive.writestr(f"skills/{key}", text.encode("utf-8"))
+    export_record(actor=request.user, what="skills.zip")
     response = HttpResponse(buffer.getvalue(), content_type="application/zip")
     response["Content-Disposition"] = 'attachment; filename="ark-skills.zip"'
     return response

@@ -22,6 +22,7 @@ from django.db import transaction
 
 from gpu_worker.serving_config import ServingConfigError, parse_serving_config
 from loop.audit import event_write
+from loop.hardware import hardware_slug, path_inside
 from loop.models import Candidate, Run, ServingConfig, Target
 from loop.roles import PROMOTE, check_permission
 
@@ -168,8 +169,14 @@ def deployment_rollback(*, actor, target: Target, hardware: str, to_version: int
 
 
 def export_path(target_name: str, hardware: str, version: int | None = None) -> Path:
-    name = "current.json" if version is None else f"v{version}.json"
-    return Path(settings.SERVING_EXPORT_DIR) / target_name / hardware / name
+    """SERVING_EXPORT_DIR/<target>/<hardware>/<file>: the hardware a slug, the whole checked to stay inside
+    the export directory (docs/security.md)."""
+    name = "current.json" if version is None else f"v{int(version)}.json"
+    try:
+        hardware = hardware_slug(hardware)
+    except ValidationError as error:
+        raise ValueError(f"refused export path: {' '.join(error.messages)}") from None
+    return path_inside(Path(settings.SERVING_EXPORT_DIR), target_name, hardware, name)
 
 
 def _write_atomic(path: Path, text: str) -> None:

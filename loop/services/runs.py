@@ -30,9 +30,9 @@ from django.utils import timezone
 from gpu_worker.queues import LOOP_QUEUE, Task
 from loop.audit import event_write
 from loop.hardware import hardware_slug
-from loop.proposer_config import llm_preflight, proposer_settings_clean
 from loop.models import Candidate, Evaluation, Run, Thesis, Worker
 from loop.policy import RunPolicy
+from loop.proposer_config import llm_preflight, proposer_settings_clean
 from loop.roles import EDIT_THESIS, check_permission
 from loop.services.candidates import IN_FLIGHT, candidate_cancel_unstarted, candidate_dispatch
 from loop.services.outbox import outbox_enqueue

@@ -1,6 +1,7 @@
 """Pings and heartbeats: proof that loop, broker and GPU workers are connected."""
 
-from datetime import datetime, timedelta, timezone as dt_timezone
+from datetime import datetime, timedelta
+from datetime import timezone as dt_timezone
 
 from django.conf import settings
 from django.db import transaction
@@ -9,8 +10,8 @@ from django.utils import timezone
 from gpu_worker.queues import Task, gpu_queue
 from loop.audit import event_write
 from loop.hardware import hardware_registered_slug
-from loop.roles import EDIT_THESIS, check_permission
 from loop.models import Ping, Worker
+from loop.roles import EDIT_THESIS, check_permission
 from loop.services.outbox import outbox_enqueue
 
 

@@ -11,6 +11,7 @@ from tests.console import builders
 
 pytestmark = pytest.mark.django_db(transaction=True)
 ORIGIN = (b"origin", b"http://127.0.0.1")
+HOST = (b"host", b"127.0.0.1")  # the socket must be same-origin: scheme, host and port (console/origin.py)
 
 
 @pytest.fixture(autouse=True)
@@ -27,7 +28,7 @@ def _held_tasks(monkeypatch):
 
 
 async def test_the_socket_refuses_an_anonymous_user():
-    communicator = WebsocketCommunicator(application, "/ws/events/", headers=[ORIGIN])
+    communicator = WebsocketCommunicator(application, "/ws/events/", headers=[ORIGIN, HOST])
     connected, _ = await communicator.connect()
     assert not connected
 
@@ -37,7 +38,7 @@ async def test_a_run_page_socket_gets_the_events_of_its_run_with_sequence_number
     await sync_to_async(client.force_login)(bob)
     cookie = f"sessionid={client.cookies['sessionid'].value}".encode()
     run = await sync_to_async(builders.make_run)(alice)
-    communicator = WebsocketCommunicator(application, f"/ws/runs/{run.pk}/", headers=[ORIGIN, (b"cookie", cookie)])
+    communicator = WebsocketCommunicator(application, f"/ws/runs/{run.pk}/", headers=[ORIGIN, HOST, (b"cookie", cookie)])
     connected, _ = await communicator.connect()
     assert connected
     candidate = await sync_to_async(builders.submit)(run, tag="ws")

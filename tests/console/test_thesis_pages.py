@@ -102,13 +102,13 @@ def test_a_script_in_a_thesis_is_shown_as_text(as_bob, alice):
 def test_starting_a_run_from_a_thesis(people, alice, who, allowed):
     thesis = builders.make_thesis(alice)
     response = people[who].post(reverse("run_start", args=[thesis.pk]), {
-        "proposer": "sweep", "proposer_settings": '{"trials": 4}', "hardware": "h200", "profile": "smoke",
+        "proposer": "sweep", "proposer_settings": '{"seed_source": "# seed"}', "hardware": "h200", "profile": "smoke",
         "budget_candidates": "5", "budget_gpu_minutes": "10", "review_mode": "gate", "threshold": "0.03",
         "plateau_k": "4", "floor_fraction_stop": "0.9"})
     if allowed:
         run = Run.objects.get()
         assert response.status_code == 302 and response["Location"] == reverse("run", args=[run.pk])
-        assert (run.review_mode, run.budget_candidates, run.proposer_settings) == ("gate", 5, {"trials": 4})
+        assert (run.review_mode, run.budget_candidates, run.proposer_settings) == ("gate", 5, {"seed_source": "# seed"})
         assert run.policy["threshold"] == 0.03 and run.policy["plateau_k"] == 4
     else:
         assert response.status_code == 403 and not Run.objects.exists()

@@ -13,6 +13,9 @@ from loop.models import Event, Ping, Worker
 from loop.services import wiring
 from tests.conftest import wait_until
 
+ORIGIN = (b"origin", b"http://127.0.0.1")
+HOST = (b"host", b"127.0.0.1")  # the socket must be same-origin: scheme, host and port (console/origin.py)
+
 
 def test_a_ping_goes_to_the_gpu_queue_and_its_answer_reaches_the_browser_group(
         alice, loop_worker, gpu_worker, gpu_hardware):
@@ -20,6 +23,8 @@ def test_a_ping_goes_to_the_gpu_queue_and_its_answer_reaches_the_browser_group(
     channel = async_to_sync(layer.new_channel)()
     async_to_sync(layer.group_add)("events", channel)
 
+    # A ping goes only to registered hardware: this test's kind is registered by the worker's first heartbeat.
+    wait_until(lambda: Worker.objects.filter(hardware=gpu_hardware).exists(), timeout_s=60)
     ping = wiring.ping_send(actor=alice, hardware=gpu_hardware)
 
     answered = wait_until(lambda: Ping.objects.filter(id=ping.id, answered__isnull=False).first(), timeout_s=60)
@@ -42,7 +47,7 @@ def test_the_gpu_worker_reports_its_hardware_by_heartbeat(loop_worker, gpu_worke
 
 @pytest.mark.django_db(transaction=True)
 async def test_a_consumer_receives_group_messages_through_redis(alice):
-    communicator = WebsocketCommunicator(application, "/ws/events/", headers=[(b"origin", b"http://127.0.0.1")])
+    communicator = WebsocketCommunicator(application, "/ws/events/", headers=[ORIGIN, HOST])
     communicator.scope["user"] = alice
     connected, _ = await communicator.connect()
     assert connected
@@ -53,14 +58,14 @@ async def test_a_consumer_receives_group_messages_through_redis(alice):
 
 @pytest.mark.django_db(transaction=True)
 async def test_the_websocket_refuses_anonymous_users():
-    communicator = WebsocketCommunicator(application, "/ws/events/", headers=[(b"origin", b"http://127.0.0.1")])
+    communicator = WebsocketCommunicator(application, "/ws/events/", headers=[ORIGIN, HOST])
     connected, code = await communicator.connect()
     assert not connected
 
 
 @pytest.mark.django_db(transaction=True)
 async def test_the_websocket_refuses_foreign_origins(alice):
-    communicator = WebsocketCommunicator(application, "/ws/events/", headers=[(b"origin", b"http://evil.example")])
+    communicator = WebsocketCommunicator(application, "/ws/events/", headers=[(b"origin", b"http://evil.example"), HOST])
     communicator.scope["user"] = alice
     connected, _ = await communicator.connect()
     assert not connected

@@ -19,6 +19,7 @@ from tests.reliability.conftest import assert_run_consistent, wait_finished
 
 WRAPPER = Path(__file__).with_name("faulty_loop_worker.py")
 ORIGIN = (b"origin", b"http://127.0.0.1")
+HOST = (b"host", b"127.0.0.1")  # the socket must be same-origin: scheme, host and port (console/origin.py)
 
 
 class Listener:
@@ -35,7 +36,7 @@ class Listener:
     async def _connect(self):
         from console.asgi import application
 
-        communicator = WebsocketCommunicator(application, self.path, headers=[ORIGIN, (b"cookie", self.cookie)])
+        communicator = WebsocketCommunicator(application, self.path, headers=[ORIGIN, HOST, (b"cookie", self.cookie)])
         ok, _ = await communicator.connect(timeout=20)
         assert ok
         return communicator

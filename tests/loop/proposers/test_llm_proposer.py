@@ -16,15 +16,32 @@ KEY = "sk-test-0123456789-secret"
 
 
 class ChatServer:
-    """Answers each POST /v1/chat/completions with the next queued reply (content or an HTTP status)."""
+    """Answers each POST /v1/chat/completions with the next queued reply (content or an HTTP status), and
+    GET /v1/models with `models` (401 when `key` is set and the request does not carry it)."""
 
-    def __init__(self):
-        self.replies, self.requests = [], []
+    def __init__(self, models=("kernel-coder-7b",), key=None):
+        self.replies, self.requests, self.models, self.key = [], [], list(models), key
         server = self
 
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, *args):
                 pass
+
+            def _json(self, status, value):
+                data = json.dumps(value).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self):
+                server.requests.append({"path": self.path, "auth": self.headers.get("Authorization"), "body": None})
+                if self.path != "/v1/models":
+                    return self._json(404, {"error": {"message": "not found"}})
+                if server.key and self.headers.get("Authorization") != f"Bearer {server.key}":
+                    return self._json(401, {"error": {"message": "Incorrect API key provided"}})
+                self._json(200, {"object": "list", "data": [{"id": m, "object": "model"} for m in server.models]})
 
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
@@ -56,18 +73,31 @@ class ChatServer:
         self.httpd.server_close()
 
 
+def endpoint_config(server, key_env="ARK_LLM_API_KEY", models=None) -> dict:
+    """ARK_LLM_ENDPOINTS naming the fake server as endpoint "local"."""
+    return {"local": {"url": server.url, "key_env": key_env, "models": list(models or server.models)}}
+
+
 @pytest.fixture
-def chat(monkeypatch):
+def chat(monkeypatch, settings):
     monkeypatch.setenv("ARK_LLM_API_KEY", KEY)
-    server = ChatServer()
+    server = ChatServer(key=KEY)
+    settings.ARK_LLM_ENDPOINTS = endpoint_config(server)
     yield server
     server.close()
 
 
+def chat_requests(server):
+    """The chat-completion requests (each proposal's preflight GET /v1/models left out)."""
+    return [r for r in server.requests if r["path"] == "/v1/chat/completions"]
+
+
 @pytest.fixture
 def llm_run(make_run, chat):
-    return make_run(proposer="llm", proposer_settings={"base_url": chat.url, "model": "kernel-coder-7b",
-                                                       "seed_source": SEED})
+    run = make_run(proposer="llm", proposer_settings={"endpoint": "local", "model": "kernel-coder-7b",
+                                                      "seed_source": SEED})
+    chat.requests.clear()  # run_start's preflight
+    return run
 
 
 def answer(source, prose="Fewer passes."):
@@ -86,7 +116,7 @@ def test_it_proposes_the_fenced_source_and_records_the_exact_prompt(llm_run, cha
     chat.replies.append(answer(better))
     candidate = llm.propose(llm_run)
     assert (candidate.status, candidate.proposer, candidate.source) == ("proposed", "llm", better)
-    (request,) = chat.requests
+    (request,) = chat_requests(chat)
     assert request["path"] == "/v1/chat/completions" and request["auth"] == f"Bearer {KEY}"
     assert request["body"]["model"] == "kernel-coder-7b"
     assert candidate.proposal["messages"] == request["body"]["messages"]
@@ -110,7 +140,7 @@ def test_the_prompt_carries_the_last_results_with_their_reasons_and_the_incumben
                              reason_code="guard:thread", reason_text="imports threading")
     chat.replies.append("no code today")
     llm.propose(Run.objects.get(pk=llm_run.pk))
-    user = chat.requests[0]["body"]["messages"][1]["content"]
+    user = chat_requests(chat)[0]["body"]["messages"][1]["content"]
     assert "candidate 2 (llm): reverted, guard:thread: imports threading" in user
     assert "The incumbent (candidate 1" in user
 
@@ -123,7 +153,7 @@ def test_skills_come_from_the_database_when_it_has_them(llm_run, chat, alice):
     SkillRevision.objects.create(doc=doc, number=2, text=text, author=alice)
     chat.replies.append(answer(SEED + "\n# db skills\n"))
     candidate = llm.propose(llm_run)
-    system = chat.requests[0]["body"]["messages"][0]["content"]
+    system = chat_requests(chat)[0]["body"]["messages"][0]["content"]
     assert "Use 132 CTAs." in system and "Use 64 CTAs." not in system
     assert candidate.proposal["skills"] == ["hardware/h200/notes.md"]
 
@@ -180,7 +210,7 @@ def test_an_edit_in_the_console_changes_the_next_prompt(llm_run, chat, alice):
     llm.propose(llm_run)
     skill_edit(actor=alice, key=key, text=original + "\nMeasured today: keep 4 CTAs per SM busy.\n", note="new figure")
     llm.propose(Run.objects.get(pk=llm_run.pk))
-    before, after = (r["body"]["messages"][0]["content"] for r in chat.requests)
+    before, after = (r["body"]["messages"][0]["content"] for r in chat_requests(chat))
     assert "keep 4 CTAs per SM busy" not in before
     assert "keep 4 CTAs per SM busy" in after
     assert "skills/models/deepseek-v3.2/" in after and "skills/hardware/b200/" not in after
