@@ -4,8 +4,12 @@ creates candidates and events through the real services. Everything on loopback.
     python bench/console_load.py            # full form: 50 req/s for 300 s, 200 websocket clients
     python bench/console_load.py --short    # CI form: 10 req/s for 20 s, 20 websocket clients
 
-Stack: daphne (console.asgi) and a real Celery loop worker as subprocesses, against a scratch SQLite
-database seeded through the services; Redis from REDIS_URL (default redis://127.0.0.1:6379/11).
+Stack: the console as the product serves it (python -m console.serve: gunicorn with --web-workers uvicorn
+workers, default 1) and a real Celery loop worker as subprocesses, against a scratch database seeded through
+the services (SQLite, or --database postgres: a scratch PostgreSQL database, dropped after); Redis from
+REDIS_URL (default redis://127.0.0.1:6379/11).
+
+    python bench/console_load.py --database postgres --web-workers 2   # the issue-25 form (docs/scaling.md)
 Measures: HTTP error rate and p50/p95/p99 latency; websocket delivery latency from the event's
 `created` (set at write, inside the committing transaction) to receipt; events each client missed on
 its socket and whether an HTTP re-read (the run's audit CSV) recovered them. Writes
@@ -144,15 +148,27 @@ class WebSocket:
 # --- the stack -----------------------------------------------------------------------------------------
 
 
+PG_ADMIN = os.environ.get("ARK_BENCH_POSTGRES", "postgres://postgres@127.0.0.1:5432/postgres")
+
+
 class Stack:
-    def __init__(self, scratch: Path, redis_url: str):
+    def __init__(self, scratch: Path, redis_url: str, web_workers: int = 1, database: str = "sqlite"):
         self.scratch = scratch
+        self.web_workers = web_workers
+        self.pg_name = f"ark_load_{os.getpid()}" if database == "postgres" else None
+        if self.pg_name:
+            import psycopg
+
+            with psycopg.connect(PG_ADMIN, autocommit=True) as admin:
+                admin.execute(f"CREATE DATABASE {self.pg_name}")
+        db_url = (PG_ADMIN.rsplit("/", 1)[0] + "/" + self.pg_name if self.pg_name
+                  else f"sqlite:///{scratch / 'bench.sqlite3'}")
         self.queue = f"loop.bench{os.getpid()}"
         self.hardware = f"bench{os.getpid()}"
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
         self.env.update(
             {
-                "DATABASE_URL": f"sqlite:///{scratch / 'bench.sqlite3'}",
+                "DATABASE_URL": db_url,
                 "ARK_VAR_DIR": str(scratch),
                 "REDIS_URL": redis_url,
                 "ARK_LOOP_QUEUE": self.queue,
@@ -198,8 +214,8 @@ class Stack:
 
     def start_servers(self) -> None:
         self.start(
-            "daphne",
-            [sys.executable, "-m", "daphne", "-b", HOST, "-p", str(self.port), "console.asgi:application"],
+            "console",
+            [sys.executable, "-m", "console.serve", "--bind", f"{HOST}:{self.port}", "--workers", str(self.web_workers)],
         )
         self.start(
             "loop-worker",
@@ -228,7 +244,7 @@ class Stack:
                     return
             except OSError:
                 time.sleep(0.3)
-        raise RuntimeError("daphne did not come up: " + (self.scratch / "daphne.log").read_text()[-2000:])
+        raise RuntimeError("the console did not come up: " + (self.scratch / "console.log").read_text()[-2000:])
 
     def stop(self) -> None:
         for proc in self.procs:
@@ -246,6 +262,14 @@ class Stack:
             redis.Redis.from_url(self.env["REDIS_URL"]).delete(self.queue, f"gpu.{self.hardware}")
         except Exception:
             pass
+        if self.pg_name:
+            from django.db import connections
+
+            connections.close_all()
+            import psycopg
+
+            with psycopg.connect(PG_ADMIN, autocommit=True) as admin:
+                admin.execute(f"DROP DATABASE IF EXISTS {self.pg_name} WITH (FORCE)")
 
 
 def seed(stack: Stack, runs: int) -> dict:
@@ -469,15 +493,17 @@ def main(argv=None) -> dict:
     parser.add_argument("--duration", type=float)
     parser.add_argument("--clients", type=int)
     parser.add_argument("--runs", type=int, default=4)
+    parser.add_argument("--web-workers", type=int, default=1, help="uvicorn workers under gunicorn (console.serve)")
+    parser.add_argument("--database", choices=["sqlite", "postgres"], default="sqlite")
     parser.add_argument("--out", default=str(ROOT / "bench/results/console-load.json"))
     args = parser.parse_args(argv)
     mode = "short" if args.short else "custom" if (args.rate or args.duration or args.clients) else "full"
     rate = args.rate or (10.0 if args.short else 50.0)
     duration = args.duration or (20.0 if args.short else 300.0)
     clients = args.clients or (20 if args.short else 200)
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a timeout still stops daphne and the worker
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a timeout still stops the console and the worker
     scratch = Path(tempfile.mkdtemp(prefix="ark-console-load-"))
-    stack = Stack(scratch, os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/11"))
+    stack = Stack(scratch, os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/11"), args.web_workers, args.database)
     load_before = os.getloadavg()
     try:
         stack.setup_django()
@@ -498,8 +524,8 @@ def main(argv=None) -> dict:
         "duration_s": duration,
         "websocket_clients": clients,
         "runs": args.runs,
-        "database": "sqlite (scratch)",
-        "server": "one daphne process",
+        "database": f"{args.database} (scratch)",
+        "server": f"console.serve: gunicorn, {args.web_workers} uvicorn worker(s)",
         "loadavg_1m_before_after": [round(load_before[0], 2), round(os.getloadavg()[0], 2)],
         **figures,
     }

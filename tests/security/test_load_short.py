@@ -1,4 +1,4 @@
-"""The short form of bench/console_load.py: the console on daphne with a real loop worker, HTTP at
+"""The short form of bench/console_load.py: the console as served (console.serve) with a real loop worker, HTTP at
 10 req/s for 20 s and 20 websocket clients on run pages while a producer writes events through the
 services. No request may fail and no event may be lost (missed on a socket and not recovered by the
 HTTP re-read). Latency figures are written, not asserted (docs/conventions.md: no timed assertions)."""
