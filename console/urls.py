@@ -3,7 +3,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import path
 
 from console.ratelimit import RateLimitedLoginView
-from console.views import audit, dashboard, deployments, runs, skills, theses
+from console.views import audit, dashboard, deployments, review, runs, skills, submit, theses
 
 urlpatterns = [
     path("login/", RateLimitedLoginView.as_view(), name="login"),
@@ -28,10 +28,12 @@ urlpatterns = [
     path("skills/edit/<path:key>", skills.skill_edit, name="skill_edit"),
     path("skills/history/<path:key>", skills.skill_history, name="skill_history"),
     path("runs/<int:pk>/", runs.run_detail, name="run"),
+    path("runs/<int:pk>/submit/", submit.run_submit, name="run_submit"),
     path("runs/<int:pk>/<str:action>/", runs.run_action, name="run_action"),
     path("candidates/<int:pk>/", runs.candidate_detail, name="candidate"),
-    path("candidates/<int:pk>/approve/", runs.candidate_approve, name="candidate_approve"),
-    path("candidates/<int:pk>/veto/", runs.candidate_veto, name="candidate_veto"),
+    path("candidates/<int:pk>/approve/", review.candidate_approve, name="candidate_approve"),
+    path("candidates/<int:pk>/veto/", review.candidate_veto, name="candidate_veto"),
+    path("candidates/<int:pk>/rebenchmark/", review.candidate_rebenchmark, name="candidate_rebenchmark"),
     path("candidates/<int:pk>/promote/", runs.candidate_promote, name="candidate_promote"),
     path("deployments/", deployments.deployment_list, name="deployments"),
     path("deployments/<slug:target>/<str:hardware>/", deployments.deployment_detail, name="deployment"),

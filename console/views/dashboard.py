@@ -6,6 +6,7 @@ from django.views.decorators.http import require_POST
 from console.forms import PingForm
 from loop import selectors
 from loop.services import wiring
+from loop.waiting import runs_waiting
 
 
 @login_not_required
@@ -14,7 +15,11 @@ def healthz(request):
 
 
 def dashboard(request):
-    return render(request, "console/dashboard.html", selectors.dashboard_state())
+    state = selectors.dashboard_state()
+    waiting = runs_waiting([p["run"] for p in state["active_runs"]])
+    for p in state["active_runs"]:
+        p["waiting"] = waiting.get(p["run"].pk)  # "waiting for an h200 worker; none seen since ..."
+    return render(request, "console/dashboard.html", state)
 
 
 @require_POST

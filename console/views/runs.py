@@ -1,5 +1,6 @@
-"""A run (live candidates table, best-so-far chart, pause and stop) and a candidate (diffs, charts,
-e2e grid, findings, logs, decisions, approve, veto, promote)."""
+"""A run (live candidates table, best-so-far chart, pause and stop, why it waits) and a candidate (diffs,
+charts, e2e grid, findings, logs, decisions, whether its comparison is stale, promote). Approve, veto and
+re-benchmark are in console/views/review.py, a person's submission in console/views/submit.py."""
 
 from django.contrib import messages
 from django.core.exceptions import ValidationError
@@ -12,8 +13,10 @@ from console.forms import ApproveForm, PromoteForm, VetoForm, format_routes
 from console.views.common import error_text
 from loop import ranges, selectors
 from loop.models import Candidate, Run
-from loop.services import decisions, deployments
+from loop.services import deployments
 from loop.services.runs import run_pause, run_resume, run_stop
+from loop.staleness import candidate_staleness, run_staleness
+from loop.waiting import run_waiting
 
 # The actions a run page may post, each to one service: a name outside this table is refused.
 RUN_ACTIONS = {"pause": run_pause, "resume": run_resume, "stop": run_stop}
@@ -22,6 +25,10 @@ RUN_ACTIONS = {"pause": run_pause, "resume": run_resume, "stop": run_stop}
 def _run_context(run: Run) -> dict:
     state = selectors.run_state(run)
     state["best_chart"] = charts.best_so_far(state["series"]) if state["series"] else None
+    state["waiting"] = run_waiting(run)
+    stale = run_staleness(run, state["candidates"])
+    for candidate in state["candidates"]:
+        candidate.stale = stale.get(candidate.pk)
     return state
 
 
@@ -66,6 +73,8 @@ def _promote_initial(state: dict) -> tuple[str, dict | None, str]:
 
 def _candidate_context(request, candidate: Candidate, *, approve_form=None, veto_form=None, promote_form=None) -> dict:
     state = selectors.candidate_state(candidate)
+    state["stale"] = candidate_staleness(candidate)
+    state["waiting"] = run_waiting(candidate.run) if not candidate.is_final else None
     parent_diff = candidate.diff
     if not parent_diff and candidate.parent_id:
         parent_diff = unified_diff(candidate.parent.source, candidate.source,
@@ -92,45 +101,9 @@ def _candidate_context(request, candidate: Candidate, *, approve_form=None, veto
 def candidate_detail(request, pk):
     candidate = get_object_or_404(Candidate.objects.select_related("run__thesis__target", "parent", "author"), pk=pk)
     if request.htmx and request.GET.get("part") == "status":
-        return render(request, "console/candidates/_status.html", selectors.candidate_state(candidate))
+        return render(request, "console/candidates/_status.html",
+                      {**selectors.candidate_state(candidate), "stale": candidate_staleness(candidate)})
     return render(request, "console/candidates/detail.html", _candidate_context(request, candidate))
-
-
-def _back(request, candidate):
-    return redirect("run", pk=candidate.run_id) if request.POST.get("next") == "run" else redirect(
-        "candidate", pk=candidate.pk)
-
-
-@require_POST
-def candidate_approve(request, pk):
-    candidate = get_object_or_404(Candidate, pk=pk)
-    form = ApproveForm(request.POST)
-    if not form.is_valid():
-        return render(request, "console/candidates/detail.html",
-                      _candidate_context(request, candidate, approve_form=form), status=400)
-    try:
-        decisions.candidate_approve(actor=request.user, candidate=candidate, note=form.cleaned_data["note"])
-    except (ValidationError, ValueError) as error:
-        messages.error(request, f"Not approved: {error_text(error)}")
-    else:
-        messages.success(request, f"Candidate {candidate.number} approved.")
-    return _back(request, candidate)
-
-
-@require_POST
-def candidate_veto(request, pk):
-    candidate = get_object_or_404(Candidate, pk=pk)
-    form = VetoForm(request.POST)
-    if not form.is_valid():
-        return render(request, "console/candidates/detail.html",
-                      _candidate_context(request, candidate, veto_form=form), status=400)
-    try:
-        decisions.candidate_veto(actor=request.user, candidate=candidate, reason=form.cleaned_data["reason"])
-    except (ValidationError, ValueError) as error:
-        messages.error(request, f"Not vetoed: {error_text(error)}")
-    else:
-        messages.success(request, f"Candidate {candidate.number} vetoed.")
-    return _back(request, candidate)
 
 
 @require_POST

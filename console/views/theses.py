@@ -14,6 +14,7 @@ from loop import selectors
 from loop.models import Thesis
 from loop.services import runs as run_services
 from loop.services import theses as thesis_services
+from loop.waiting import live_hardware_default
 
 FILTERS = ("status", "owner", "target", "hardware", "q", "sort")
 THESIS_COLUMNS = ["priority", "title", "owner", "status", "target", "hardware", "runs", "created"]
@@ -44,7 +45,8 @@ def _sort_links(filters: dict) -> list[dict]:
 
 
 def thesis_new(request):
-    form = ThesisForm(request.POST or None)
+    # a new thesis's hardware defaults to what the live GPU workers report (loop/waiting.py)
+    form = ThesisForm(request.POST or None, initial={"hardware": live_hardware_default()})
     if request.method == "POST" and form.is_valid():
         try:
             thesis = thesis_services.thesis_create(actor=request.user, **form.cleaned_data)

@@ -31,12 +31,21 @@ def test_approving_a_candidate(people, awaiting, who, allowed):
 
 @pytest.mark.parametrize("who, allowed", [("owner", True), ("reviewer", True), ("stranger", False)])
 def test_vetoing_a_candidate(people, awaiting, who, allowed):
-    response = people[who].post(reverse("candidate_veto", args=[awaiting.pk]), {"reason": "reads past the row end"})
+    """A veto asks for confirmation first (the server answers with the confirmation page, nothing changes),
+    then the confirmed POST vetoes."""
+    url = reverse("candidate_veto", args=[awaiting.pk])
+    asked = people[who].post(url, {"reason": "reads past the row end"})
+    awaiting.refresh_from_db()
+    assert asked.status_code == (200 if allowed else 403) and awaiting.status == "awaiting_review"
+    if allowed:
+        assert b'data-testid="confirm-veto"' in asked.content and b"reads past the row end" in asked.content
+    response = people[who].post(url, {"reason": "reads past the row end", "confirm": "yes"})
     awaiting.refresh_from_db()
     assert response.status_code == (302 if allowed else 403)
     assert awaiting.status == ("vetoed" if allowed else "awaiting_review")
     if allowed:
         assert awaiting.decisions.last().reason_text == "reads past the row end"
+        assert Event.objects.filter(type="candidate.vetoed").last().payload["confirmed"] == {"veto": True}
 
 
 def test_a_veto_without_a_reason_shows_the_error_next_to_the_field(as_bob, awaiting):

@@ -1,0 +1,95 @@
+"""A reviewer's verdicts on a candidate, each confirmed on the server: approve (a stale comparison asks
+first), veto (always asks first), and re-benchmark against the current incumbent. A POST without
+`confirm=yes` where confirmation is needed answers with the confirmation page and changes nothing
+(docs/domain.md, Stale verdicts)."""
+
+from django.contrib import messages
+from django.core.exceptions import ValidationError
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+
+from console.forms import ApproveForm, VetoForm
+from console.views.common import error_text
+from console.views.runs import _candidate_context
+from loop.models import Candidate
+from loop.roles import REVIEW, check_permission
+from loop.services import candidates as candidate_services
+from loop.services import decisions
+from loop.staleness import candidate_staleness
+
+
+def _back(request, candidate):
+    return redirect("run", pk=candidate.run_id) if request.POST.get("next") == "run" else redirect(
+        "candidate", pk=candidate.pk)
+
+
+def _confirm_page(request, candidate, *, action: str, what: str, fields: dict, stale=None):
+    return render(request, "console/candidates/confirm.html", {
+        "candidate": candidate, "run": candidate.run, "action": action, "what": what, "fields": fields,
+        "stale": stale, "next": request.POST.get("next", ""),
+    })
+
+
+def _confirmed(request) -> bool:
+    return request.POST.get("confirm") == "yes"
+
+
+@require_POST
+def candidate_approve(request, pk):
+    candidate = get_object_or_404(Candidate.objects.select_related("run__thesis", "run__incumbent"), pk=pk)
+    check_permission(request.user, REVIEW)
+    form = ApproveForm(request.POST)
+    if not form.is_valid():
+        return render(request, "console/candidates/detail.html",
+                      _candidate_context(request, candidate, approve_form=form), status=400)
+    note = form.cleaned_data["note"]
+    stale = candidate_staleness(candidate)
+    if stale is not None and not _confirmed(request):
+        return _confirm_page(request, candidate, action="approve", stale=stale, fields={"note": note},
+                             what=f"Approve candidate {candidate.number} although {stale.text}?")
+    try:
+        decisions.candidate_approve(actor=request.user, candidate=candidate, note=note,
+                                    confirm_stale=_confirmed(request))
+    except decisions.StaleVerdict as error:  # it became stale between the page and the click
+        return _confirm_page(request, candidate, action="approve", stale=error.staleness, fields={"note": note},
+                             what=f"Approve candidate {candidate.number} although {error.staleness.text}?")
+    except (ValidationError, ValueError) as error:
+        messages.error(request, f"Not approved: {error_text(error)}")
+    else:
+        messages.success(request, f"Candidate {candidate.number} approved.")
+    return _back(request, candidate)
+
+
+@require_POST
+def candidate_veto(request, pk):
+    candidate = get_object_or_404(Candidate.objects.select_related("run__thesis", "run__incumbent"), pk=pk)
+    check_permission(request.user, REVIEW)
+    form = VetoForm(request.POST)
+    if not form.is_valid():
+        return render(request, "console/candidates/detail.html",
+                      _candidate_context(request, candidate, veto_form=form), status=400)
+    reason = form.cleaned_data["reason"]
+    if not _confirmed(request):
+        return _confirm_page(request, candidate, action="veto", fields={"reason": reason},
+                             what=f"Veto candidate {candidate.number}? It is reverted with your reason; "
+                                  "this cannot be undone.")
+    try:
+        decisions.candidate_veto(actor=request.user, candidate=candidate, reason=reason, confirmed=True)
+    except (ValidationError, ValueError) as error:
+        messages.error(request, f"Not vetoed: {error_text(error)}")
+    else:
+        messages.success(request, f"Candidate {candidate.number} vetoed.")
+    return _back(request, candidate)
+
+
+@require_POST
+def candidate_rebenchmark(request, pk):
+    candidate = get_object_or_404(Candidate, pk=pk)
+    try:
+        candidate_services.candidate_rebenchmark(candidate=candidate, actor=request.user)
+    except (ValidationError, ValueError) as error:
+        messages.error(request, f"Not re-benchmarked: {error_text(error)}")
+    else:
+        messages.success(request, f"Candidate {candidate.number} is queued to be measured again against the "
+                                  "current incumbent.")
+    return _back(request, candidate)
