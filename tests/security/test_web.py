@@ -53,6 +53,7 @@ def route_args(world, name: str) -> list:
     }
     special = {
         "run_action": [world["run"].pk, "pause"],
+        "run_submit": [world["run"].pk],
         "deployment_download": [config.target.name, config.hardware, config.version],
         "thesis_edit": by_kind["thesis"],
         "thesis_prioritise": by_kind["thesis"],
@@ -107,7 +108,9 @@ def action_posts(world) -> dict[str, dict]:
         "skill_import": {},
         "run_action": {"reason": "stop"},
         "candidate_approve": {"note": "ok"},
-        "candidate_veto": {"reason": "no"},
+        "candidate_veto": {"reason": "no", "confirm": "yes"},
+        "candidate_rebenchmark": {},
+        "run_submit": {"source": "def forward(x):\n    return x\n", "action": "submit"},
         "candidate_promote": {
             "routes": "0 100000 candidate\n100000 inf default",
             "note": "",
