@@ -90,7 +90,7 @@ def count(target_name: str, candidate: Path, profile: str = "full", seed: int = 
             setattr(module, name, _Recorder(obj, keys))
     target = get_target(target_name)
     result = {}
-    stages = (("verify", target.verify_shapes(profile, seed)), ("benchmark", target.benchmark_shapes(profile)))
+    stages = (("verify", target.verify_shapes(profile, seed, "cuda")), ("benchmark", target.benchmark_shapes(profile)))
     with _meta_is_cuda():
         for stage, shapes in stages:   # each stage is its own child process: its own compiles
             keys.clear()

@@ -45,17 +45,26 @@ class TargetSpec:
     # Per axis, inclusive bins that tile the operating range: every bin, and both ends of every axis,
     # are verified on every run, whatever the profile (docs/verification.md).
     axis_classes: dict[str, tuple[tuple[int, int], ...]] = field(default_factory=dict)
-    # Where every axis is at its largest at once: verified on a GPU, where they take milliseconds; on a
-    # CPU host (Triton's interpreter) the fixed shapes reach each axis's end one axis at a time.
+    # Where every axis is at its largest at once: verified on a GPU, where they take milliseconds.
     gpu_shapes: tuple[Shape, ...] = ()
+    # What a CPU host verifies instead: the range scaled down for Triton's interpreter, which runs every
+    # program instance in Python. Each axis at its ends one axis at a time, the other axes small; every
+    # bin still has a shape, and a shape lies past every boundary a known shortcut stops at (64K
+    # positions, 8K tokens). Where an axis's end costs minutes there, its top bin is met just past the
+    # boundary instead; a GPU verifies the end (docs/verification.md). Empty: verification_shapes.
+    cpu_shapes: tuple[Shape, ...] = ()
 
     def seed_paths(self) -> list[Path]:
         return [CANDIDATES_DIR / self.name / f for f in self.seed_candidates]
 
     def verify_shapes(self, profile: str, seed: int, device: str = "cpu") -> list[Shape]:
-        """The fixed shapes (the GPU corners too on a GPU) plus one drawn from the secret seed."""
-        corners = list(self.gpu_shapes) if device != "cpu" else []
-        return self.verification_shapes(profile) + corners + [self.random_shape(profile, seed)]
+        """The fixed shapes (the GPU corners too on a GPU; the scaled-down set on a CPU host) plus one
+        drawn from the secret seed."""
+        if device == "cpu":
+            fixed = list(self.cpu_shapes) or self.verification_shapes(profile)
+        else:
+            fixed = self.verification_shapes(profile) + list(self.gpu_shapes)
+        return fixed + [self.random_shape(profile, seed)]
 
     def describe(self) -> dict:
         return {

@@ -3,6 +3,8 @@
 The families exist so that a reduced-precision selection or accumulation (where the contract is f32)
 fails the target's own check on the family's inputs, while the f32 default passes the same inputs."""
 
+import math
+
 import pytest
 import torch
 
@@ -17,25 +19,53 @@ def _topk_shape(family, rows=3, n_ctx=6000, lengths="ragged"):
     return {"rows": rows, "n_ctx": n_ctx, "k": 2048, "values": family, "lengths": lengths}
 
 
+# Where a known shortcut stops being right (tests/redteam/candidates/verify_*_past_*.py): every device's
+# verify set has a shape beyond it.
+BOUNDARIES = {"dsa_topk": ("n_ctx", 65536), "dsa_indexer_topk": ("n_ctx", 65536), "add_rmsnorm": ("tokens", 8192)}
+
+
+def _assert_covers(target, fixed, device, ends):
+    for axis, bins in target.axis_classes.items():
+        lo, hi = target.axes[axis]
+        values = [s[axis] for s in fixed]
+        assert lo in values, f"{target.name} on {device}: the lower end of {axis}"
+        if ends:
+            assert hi in values, f"{target.name} on {device}: the upper end of {axis}"
+        for b0, b1 in bins:
+            assert any(b0 <= v <= b1 for v in values), f"{target.name} on {device}: no shape in {axis} {b0}-{b1}"
+    assert {s["values"] for s in fixed} == set(target.value_families), device
+    if "lengths" in fixed[0]:
+        assert {s["lengths"] for s in fixed} == {"full", "ragged"}, device
+    axis, edge = BOUNDARIES[target.name]
+    assert any(s[axis] > edge for s in fixed), f"{target.name} on {device}: nothing past {axis} {edge}"
+
+
 @pytest.mark.parametrize("target", SINGLE, ids=lambda t: t.name)
 def test_the_verify_set_covers_every_bin_both_ends_and_every_family(target):
+    for axis, bins in target.axis_classes.items():
+        lo, hi = target.axes[axis]
+        assert bins[0][0] == lo and bins[-1][1] == hi
+        assert all(a[1] + 1 == b[0] for a, b in zip(bins, bins[1:])), f"{axis}: the bins tile the range"
     for device in ("cpu", "cuda"):
         shapes = target.verify_shapes("smoke", 5, device)
         assert shapes[:-1] == target.verify_shapes("full", 6, device)[:-1], "profiles verify the same shapes"
-        fixed = target.verification_shapes("smoke")
-        for axis, bins in target.axis_classes.items():
-            lo, hi = target.axes[axis]
-            assert bins[0][0] == lo and bins[-1][1] == hi
-            assert all(a[1] + 1 == b[0] for a, b in zip(bins, bins[1:])), f"{axis}: the bins tile the range"
-            values = [s[axis] for s in fixed]
-            assert lo in values and hi in values, f"{target.name}: both ends of {axis} on every device"
-            for b0, b1 in bins:
-                assert any(b0 <= v <= b1 for v in values), f"{target.name}: no verify shape in {axis} {b0}-{b1}"
-        assert {s["values"] for s in fixed} == set(target.value_families)
-        if "lengths" in fixed[0]:
-            assert {s["lengths"] for s in fixed} == {"full", "ragged"}
-    corners = target.verify_shapes("smoke", 5, "cuda")
-    assert any(all(s[a] == target.axes[a][1] for a in target.axes) for s in corners), "the largest corner on a GPU"
+    gpu = target.verify_shapes("smoke", 5, "cuda")[:-1]
+    _assert_covers(target, gpu, "cuda", ends=True)
+    assert any(all(s[a] == target.axes[a][1] for a in target.axes) for s in gpu), "the largest corner on a GPU"
+
+
+@pytest.mark.parametrize("target", SINGLE, ids=lambda t: t.name)
+def test_a_cpu_host_verifies_the_range_scaled_down_with_every_bin_and_boundary(target):
+    """Triton's interpreter runs every program instance in Python: a CPU host gets the declared
+    cpu_shapes (docs/verification.md), each strictly cheaper than the GPU set and still covering it."""
+    cpu = target.verify_shapes("smoke", 5, "cpu")[:-1]
+    assert cpu == list(target.cpu_shapes)
+    _assert_covers(target, cpu, "cpu", ends=False)
+
+    def elements(shapes):
+        return sum(math.prod(v for v in s.values() if isinstance(v, int) and v != s.get("k")) for s in shapes)
+    assert elements(cpu) < elements(target.verification_shapes("smoke")), "the CPU set is the cheaper one"
+    assert cpu[0] == min(cpu, key=lambda s: elements([s])), "the cheapest shape first: it takes the burst of calls"
 
 
 @pytest.mark.parametrize("target", SINGLE, ids=lambda t: t.name)
