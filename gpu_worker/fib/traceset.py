@@ -14,7 +14,6 @@ from flashinfer_bench import (BuildSpec, Correctness, Definition, Environment, E
 from flashinfer_bench.data.json_utils import save_json_file
 
 from ..contract import from_json, to_json
-from ..serving_config import parse_serving_config
 
 ENTRY = "kernel.py::forward"  # ark's candidates define forward(*inputs) and return the outputs
 
@@ -134,6 +133,22 @@ def export_traceset(payload: dict, out: str | Path) -> dict:
             "untimed_shapes": untimed}
 
 
+def route_for(config: dict, shape: dict) -> dict | None:
+    """The route of an ark.serving/1 document that serves `shape`, as gpu_worker.dispatch reads it: a box
+    ({"bounds": {axis: [lo, hi]}}) or a range of the one axis ({"lo", "hi"}), half-open, hi null unbounded;
+    None: the fallback (the default kernel). Read here rather than through parse_serving_config because
+    that parser knows only the built-in targets' axis names (docs/interop.md)."""
+    def inside(value, lo, hi):
+        return value is not None and lo <= value and (hi is None or value < hi)
+    for route in config.get("routes") or []:
+        if "bounds" in route:
+            if all(inside(shape.get(a), lo, hi) for a, (lo, hi) in route["bounds"].items()):
+                return route
+        elif inside(shape.get(config.get("axis")), route.get("lo", 0), route.get("hi")):
+            return route
+    return None
+
+
 def promotion_traceset(payload: dict, out: str | Path) -> dict:
     """payload: {"document": ark.fib-target/1, "serving_config": ark.serving/1 document, "cells": [axes, ...]
     (default: the document's cells)} -> a TraceSet at `out` whose traces name a promoted solution exactly
@@ -141,29 +156,33 @@ def promotion_traceset(payload: dict, out: str | Path) -> dict:
     ApplyConfig(on_miss_policy="fallback_only") apply calls the engine's own kernel there. A trace's speedup
     is the evidence's when the route carries one, else 1 (apply only compares traces of one key, and each key
     here has one)."""
-    doc, table = payload["document"], parse_serving_config(payload["serving_config"])
+    doc, config = payload["document"], payload["serving_config"]
     defn = Definition.model_validate(doc["definition"])
     cells = payload.get("cells") or [c["axes"] for c in doc.get("cells") or []]
     solutions: dict[str, Solution] = {}
     traces, served = [], {"default": 0}
-    env = Environment(hardware=table.hardware, libs={"ark.serving": f"{table.target} v{table.version}"})
+    version = config.get("version")
+    env = Environment(hardware=str(config.get("hardware")), libs={"ark.serving": f"{config.get('target')} v{version}"})
     for cell in cells:
         shape = {**cell}
-        _, route = table.route_for(shape)
-        if route is None or route.kernel is None:
+        route = route_for(config, shape)
+        if route is None or not isinstance(route.get("kernel"), dict):
             served["default"] += 1
             continue
-        k = route.kernel
-        name = f"ark_{table.target}_{k.candidate_id}_{k.source_hash[7:19]}"
+        k = route["kernel"]
+        source = k.get("source")
+        if not isinstance(source, str) or "sha256:" + hashlib.sha256(source.encode()).hexdigest() != k.get("source_hash"):
+            raise ValueError(f"route kernel {k.get('candidate_id')}: inline source missing or not matching its hash")
+        name = f"ark_{config.get('target')}_{k['candidate_id']}_{k['source_hash'][7:19]}"
         if name not in solutions:
-            solutions[name] = solution_of(defn, name=name, source=k.source, author="ark",
-                                          description=f"promoted in serving config v{table.version}")
+            solutions[name] = solution_of(defn, name=name, source=source, author="ark",
+                                          description=f"promoted in serving config v{version}")
         served[name] = served.get(name, 0) + 1
-        speedup = float(((route.evidence or {}).get("speedup")) or 1.0)
+        speedup = float(((route.get("evidence") or {}).get("speedup")) or 1.0)
         traces.append(Trace(definition=defn.name, workload=workload_of(defn, shape), solution=name,
                             evaluation=Evaluation(
                                 status=EvaluationStatus.PASSED, environment=env, timestamp="serving-config",
-                                log=f"ark.route serving config v{table.version}",
+                                log=f"ark.route serving config v{version}",
                                 correctness=Correctness(), performance=Performance(speedup_factor=speedup))))
     ts = _fresh(Path(out))
     _write(ts, defn, list(solutions.values()), cells, traces)
