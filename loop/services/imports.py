@@ -162,7 +162,8 @@ def reports_import(*, path: Path, actor, thesis: Thesis | None = None) -> list[R
                 proposer_settings={"sha256": sha, "files": [f.name for f, _, _ in items],
                                    "records": [r for r in records if r.get("target") == target_name]},
                 budget_candidates=len(items), imported_from=str(path), imported_device=gpu, imported_date=date,
-                status=Run.Status.RUNNING, notice=f"Imported: measured on {gpu}" + (f" on {date}" if date else "") + ".")
+                status=Run.Status.RUNNING,
+                notice=f"Recorded on {gpu}" + (f", {date}" if date else "") + f". Imported from {path.name}/: not live.")
             for number, (file, report, source) in enumerate(items, start=1):
                 candidate = Candidate.objects.create(
                     run=run, number=number, source=source, source_hash=source_hash(source), proposer=PROPOSER,
