@@ -155,6 +155,8 @@ class Stack:
     def __init__(self, scratch: Path, redis_url: str, web_workers: int = 1, database: str = "sqlite"):
         self.scratch = scratch
         self.web_workers = web_workers
+        self.redis_server: subprocess.Popen | None = None
+        self.redis_port: int | None = None
         self.pg_name = f"ark_load_{os.getpid()}" if database == "postgres" else None
         if self.pg_name:
             import psycopg
@@ -246,6 +248,38 @@ class Stack:
                 time.sleep(0.3)
         raise RuntimeError("the console did not come up: " + (self.scratch / "console.log").read_text()[-2000:])
 
+    def inject(self, fault: str) -> None:
+        """A fault in the middle of the load: `web` kills one web worker (gunicorn starts another), `redis`
+        restarts the Redis server that --own-redis started (appendonly: nothing lost)."""
+        if fault == "web":
+            master = self.procs[0].pid
+            kids = sorted(int(c) for t in Path(f"/proc/{master}/task").iterdir()
+                          for c in (t / "children").read_text().split())
+            os.kill(kids[0], signal.SIGKILL)
+        elif fault == "redis":
+            self.redis_server.send_signal(signal.SIGTERM)  # a clean shutdown writes the append-only file
+            self.redis_server.wait(30)
+            self.redis_server = self.start_redis()
+        else:
+            raise ValueError(f"unknown fault {fault!r}")
+
+    def start_redis(self) -> subprocess.Popen:
+        """A Redis server of the benchmark's own (a restart must not touch anyone else's), append-only."""
+        proc = subprocess.Popen(["redis-server", "--port", str(self.redis_port), "--bind", HOST, "--save", "",
+                                 "--appendonly", "yes", "--dir", str(self.scratch)],
+                                stdout=open(self.scratch / "redis.log", "ab"), stderr=subprocess.STDOUT,
+                                start_new_session=True)
+        import redis
+
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                redis.Redis(host=HOST, port=self.redis_port).ping()
+                return proc
+            except redis.ConnectionError:
+                time.sleep(0.1)
+        raise RuntimeError("redis-server did not come up: " + (self.scratch / "redis.log").read_text()[-1000:])
+
     def stop(self) -> None:
         for proc in self.procs:
             if proc.poll() is None:
@@ -270,6 +304,9 @@ class Stack:
 
             with psycopg.connect(PG_ADMIN, autocommit=True) as admin:
                 admin.execute(f"DROP DATABASE IF EXISTS {self.pg_name} WITH (FORCE)")
+        if self.redis_server is not None and self.redis_server.poll() is None:
+            self.redis_server.terminate()
+            self.redis_server.wait(30)
 
 
 def seed(stack: Stack, runs: int) -> dict:
@@ -330,8 +367,10 @@ def producer(runs: list[int], rate_hz: float, stop: threading.Event, counts: dic
 # --- the load --------------------------------------------------------------------------------------------
 
 
-async def drive(stack: Stack, world: dict, *, rate: float, duration_s: float, clients: int) -> dict:
+async def drive(stack: Stack, world: dict, *, rate: float, duration_s: float, clients: int,
+                fault: str | None = None) -> dict:
     port, cookie = stack.port, world["cookie"]
+    fault_at = [] if fault is None else [None]  # set to the monotonic time of the fault when it is injected
     origin = f"http://{HOST}:{port}"
     paths = ["/", "/theses/", f"/theses/{world['thesis']}/", "/audit/", "/deployments/", "/skills/"]
     paths += [f"/runs/{pk}/" for pk in world["runs"]] + [f"/candidates/{pk}/" for pk in world["candidates"]]
@@ -340,15 +379,32 @@ async def drive(stack: Stack, world: dict, *, rate: float, duration_s: float, cl
     received: list[dict] = [{} for _ in range(clients)]  # client -> {seq: latency_ms}
     closed_early = [0]
 
+    reconnects: list[float] = []  # seconds from a socket's loss to its reconnection, as live.js does
+
     async def listen(i: int, ws: WebSocket):
         while True:
             try:
                 text = await ws.recv()
             except (asyncio.IncompleteReadError, ConnectionError):
-                closed_early[0] += 1
-                return
+                text = None
             if text is None:
-                return
+                if not fault_at:  # no fault was injected: a closed socket is a failure
+                    closed_early[0] += 1
+                    return
+                lost_at = time.monotonic()
+                while time.monotonic() - lost_at < 60:  # reconnect (the HTTP re-read below stands for resync)
+                    await asyncio.sleep(0.5)
+                    try:
+                        ws = sockets[i] = await WebSocket.connect(port, f"/ws/runs/{run_of[i]}/", cookie=cookie,
+                                                                  origin=origin)
+                        reconnects.append(time.monotonic() - lost_at)
+                        break
+                    except (OSError, ConnectionError, asyncio.TimeoutError, ValueError):
+                        continue
+                else:
+                    closed_early[0] += 1
+                    return
+                continue
             now = time.time()
             msg = json.loads(text)
             created = dt.datetime.fromisoformat(msg["created"]).timestamp()
@@ -379,6 +435,7 @@ async def drive(stack: Stack, world: dict, *, rate: float, duration_s: float, cl
     prod.start()
 
     latencies, statuses, errors = [], {}, 0
+    timeline: list[tuple[float, bool]] = []  # (answered at, ok) per request: errors and recovery around a fault
     sem = asyncio.Semaphore(256)
 
     async def one(path: str):
@@ -390,6 +447,7 @@ async def drive(stack: Stack, world: dict, *, rate: float, duration_s: float, cl
             except (OSError, asyncio.TimeoutError, ValueError, IndexError):
                 status = "exception"
             latencies.append((time.perf_counter() - t0) * 1000)
+            timeline.append((time.monotonic(), status == 200))
             statuses[str(status)] = statuses.get(str(status), 0) + 1
             if status != 200:
                 errors += 1
@@ -401,6 +459,9 @@ async def drive(stack: Stack, world: dict, *, rate: float, duration_s: float, cl
         delay = t_start + n / rate - time.monotonic()
         if delay > 0:
             await asyncio.sleep(delay)
+        if fault and fault_at[0] is None and n >= total // 2:
+            fault_at[0] = time.monotonic()
+            await asyncio.to_thread(stack.inject, fault)
         tasks.append(asyncio.create_task(one(random.choice(paths))))
     _, pending = await asyncio.wait(
         tasks, timeout=60
@@ -454,7 +515,20 @@ async def drive(stack: Stack, world: dict, *, rate: float, duration_s: float, cl
     for t in listeners:
         t.cancel()
     events_total = sum(len(v) for v in expected_by_run.values())
+    fault_figures = None
+    if fault:
+        after = [(t, ok) for t, ok in timeline if t >= fault_at[0]]
+        bad = [t for t, ok in after if not ok]
+        fault_figures = {
+            "kind": fault, "at_s": round(fault_at[0] - t_start, 1),
+            "http_errors_after": len(bad),
+            # from the fault to the last failed answer: how long clients saw errors
+            "seconds_to_recover": round(max(bad) - fault_at[0], 2) if bad else 0.0,
+            "socket_reconnects": len(reconnects),
+            "reconnect_p50_s": _pct(reconnects, 0.5), "reconnect_max_s": round(max(reconnects), 2) if reconnects else None,
+        }
     return {
+        "fault": fault_figures,
         "http": {
             "requests": len(latencies) + unfinished,
             "unfinished": unfinished,
@@ -495,6 +569,8 @@ def main(argv=None) -> dict:
     parser.add_argument("--runs", type=int, default=4)
     parser.add_argument("--web-workers", type=int, default=1, help="uvicorn workers under gunicorn (console.serve)")
     parser.add_argument("--database", choices=["sqlite", "postgres"], default="sqlite")
+    parser.add_argument("--fault", choices=["web", "redis"], help="inject this fault half-way through the load")
+    parser.add_argument("--own-redis", action="store_true", help="start a Redis server of its own (--fault redis)")
     parser.add_argument("--out", default=str(ROOT / "bench/results/console-load.json"))
     args = parser.parse_args(argv)
     mode = "short" if args.short else "custom" if (args.rate or args.duration or args.clients) else "full"
@@ -503,13 +579,21 @@ def main(argv=None) -> dict:
     clients = args.clients or (20 if args.short else 200)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a timeout still stops the console and the worker
     scratch = Path(tempfile.mkdtemp(prefix="ark-console-load-"))
-    stack = Stack(scratch, os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/11"), args.web_workers, args.database)
+    redis_url = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/11")
+    redis_port = None
+    if args.own_redis or args.fault == "redis":
+        redis_port = _free_port()
+        redis_url = f"redis://{HOST}:{redis_port}/0"
+    stack = Stack(scratch, redis_url, args.web_workers, args.database)
+    if redis_port:
+        stack.redis_port = redis_port
+        stack.redis_server = stack.start_redis()
     load_before = os.getloadavg()
     try:
         stack.setup_django()
         world = seed(stack, args.runs)
         stack.start_servers()
-        figures = asyncio.run(drive(stack, world, rate=rate, duration_s=duration, clients=clients))
+        figures = asyncio.run(drive(stack, world, rate=rate, duration_s=duration, clients=clients, fault=args.fault))
     finally:
         stack.stop()
         logs = {p.name: p.read_text(errors="replace")[-3000:] for p in scratch.glob("*.log")}
