@@ -13,7 +13,7 @@ from console.forms import ApproveForm, PromoteForm, VetoForm, format_routes
 from console.views.common import error_text
 from loop import ranges, selectors
 from loop.models import Candidate, Run
-from loop.services import deployments
+from loop.services import decisions, deployments
 from loop.services.runs import run_pause, run_resume, run_stop
 from loop.staleness import candidate_staleness, run_staleness
 from loop.waiting import run_waiting
@@ -112,6 +112,7 @@ def candidate_promote(request, pk):
     form = PromoteForm(request.POST, user=request.user, request=request)
     if form.is_valid():
         try:
+            decisions.four_eyes_check(actor=request.user, candidate=candidate)  # PermissionDenied: a 403 page
             config = deployments.deployment_promote(actor=request.user, candidate=candidate,
                                                     routes=form.cleaned_data["routes"], note=form.cleaned_data["note"])
         except (ValidationError, ValueError) as error:

@@ -115,3 +115,24 @@ def test_a_new_thesis_defaults_to_the_hardware_live_workers_report(as_bob):
     worker_heartbeat_record(beat={"name": "gpu-b", "hardware": "b200", "sent_at": time.time(),
                                   "fingerprint": {"kind": "b200"}})
     assert 'value="b200"' in as_bob.get(reverse("thesis_new")).content.decode()
+
+
+def test_under_four_eyes_the_run_starter_may_not_promote_alone(alice, bob, settings):
+    from django.contrib.auth.models import Group
+    from django.test import Client
+
+    from loop.models import ServingConfig
+
+    run = builders.make_run(alice)
+    kept = builders.evaluated(run, builders.passing_report(crossover_at=None), tag="kept")
+    candidate_approve(candidate=kept, actor=bob)
+    alice.groups.add(Group.objects.get(name="deployer"))
+    client = Client()
+    client.force_login(alice)
+    settings.ARK_FOUR_EYES = True
+    body = {"routes": "0 inf candidate", "note": "", "password": "alice-password-1"}
+    response = client.post(reverse("candidate_promote", args=[kept.pk]), body)
+    assert response.status_code == 403 and not ServingConfig.objects.exists()
+    settings.ARK_FOUR_EYES = False  # the setting is what refused it
+    assert client.post(reverse("candidate_promote", args=[kept.pk]), body).status_code == 302
+    assert ServingConfig.objects.count() == 1
