@@ -4,8 +4,6 @@ user text rendered escaped, API keys never shown. (check --deploy and the produc
 tests/foundation/test_settings_and_migrations.py; the audit chain in tests/foundation/test_audit_log.py.)"""
 
 import os
-import time
-from types import SimpleNamespace
 
 import pytest
 from asgiref.sync import sync_to_async
@@ -192,10 +190,11 @@ def test_every_post_without_a_csrf_token_is_refused(world, alice):
 # --- websocket --------------------------------------------------------------------------------------
 
 
-async def _connect(user, origin: bytes, path: str = "/ws/events/"):
+async def _connect(user, origin: bytes, path: str = "/ws/events/", host: bytes = b"127.0.0.1:8000"):
     client = Client()
     await sync_to_async(client.force_login)(user)
-    headers = [(b"origin", origin), (b"cookie", f"sessionid={client.cookies['sessionid'].value}".encode())]
+    headers = [(b"origin", origin), (b"host", host),
+               (b"cookie", f"sessionid={client.cookies['sessionid'].value}".encode())]
     communicator = WebsocketCommunicator(application, path, headers=headers)
     connected, code = await communicator.connect(timeout=5)
     await communicator.disconnect()
@@ -204,66 +203,26 @@ async def _connect(user, origin: bytes, path: str = "/ws/events/"):
 
 @pytest.mark.django_db(transaction=True)
 async def test_the_websocket_refuses_a_foreign_origin_and_accepts_its_own(alice):
-    assert (await _connect(alice, b"http://127.0.0.1"))[0] is True
-    for origin in (b"http://evil.example", b"http://127.0.0.1.evil.example", b"null"):
+    assert (await _connect(alice, b"http://127.0.0.1:8000"))[0] is True
+    # Issue 26: any port of an allowed host was accepted; scheme, host and port must match exactly.
+    for origin in (b"http://evil.example", b"http://127.0.0.1.evil.example", b"null", b"http://127.0.0.1:9911",
+                   b"http://127.0.0.1", b"https://127.0.0.1:8000", b"http://localhost:8000"):
         connected, _ = await _connect(alice, origin)
         assert connected is False, origin
+    assert (await _connect(alice, b"http://127.0.0.1:8000", host=b"evil.example:8000"))[0] is False  # not allowed
+    assert (await _connect(alice, b"http://127.0.0.1:8000", host=b""))[0] is False
 
 
 @pytest.mark.django_db(transaction=True)
 async def test_the_websocket_refuses_an_anonymous_user_on_a_run_page():
     communicator = WebsocketCommunicator(
-        application, "/ws/runs/1/", headers=[(b"origin", b"http://127.0.0.1")]
+        application, "/ws/runs/1/", headers=[(b"origin", b"http://127.0.0.1"), (b"host", b"127.0.0.1")]
     )
     connected, code = await communicator.connect(timeout=5)
     assert connected is False and code == 4401
 
 
-# --- login rate limiting ----------------------------------------------------------------------------
-
-
-@pytest.fixture
-def tight_limit(settings):
-    from django.core.cache import caches
-
-    settings.ARK_LOGIN_MAX_FAILURES = 3
-    settings.ARK_LOGIN_LOCKOUT_S = 0.8
-    cache = caches["ratelimit"]
-    original = cache.key_prefix
-    cache.key_prefix = f"ark-test-{os.getpid()}-{time.monotonic_ns()}"  # counters of this test alone
-    yield
-    cache.key_prefix = original
-
-
-def _login(client, password, username="charlie", address="10.1.2.3"):
-    return client.post(reverse("login"), {"username": username, "password": password}, REMOTE_ADDR=address)
-
-
-def test_after_too_many_failures_even_the_right_password_is_refused_until_the_window_ends(
-    tight_limit, client, charlie, monkeypatch
-):
-    for _ in range(3):
-        assert _login(client, "wrong").status_code == 200
-    refused = _login(client, "charlie-password-1")
-    assert refused.status_code == 429 and b"Too many failed logins" in refused.content
-    assert "_auth_user_id" not in client.session
-    assert _login(Client(), "charlie-password-1", address="10.9.9.9").status_code == 302  # another address
-    # The window's end, by the limiter's clock rather than a sleep (the cached counters outlive it by a second).
-    from console import ratelimit
-
-    now = time.time()
-    monkeypatch.setattr(ratelimit, "time", SimpleNamespace(time=lambda: now + 0.9))
-    assert _login(client, "charlie-password-1").status_code == 302
-    assert client.session["_auth_user_id"] == str(charlie.pk)
-
-
-def test_a_success_resets_the_failure_count(tight_limit, client, charlie):
-    for _ in range(2):
-        _login(client, "wrong")
-    assert _login(client, "charlie-password-1").status_code == 302
-    for _ in range(2):
-        assert _login(Client(), "wrong").status_code == 200
-    assert _login(Client(), "charlie-password-1").status_code == 302
+# --- login throttling: tests/security/test_login_throttle.py ------------------------------------------
 
 
 # --- user text is escaped everywhere it is shown -----------------------------------------------------
@@ -325,26 +284,32 @@ def test_script_payloads_in_every_user_editable_field_are_rendered_escaped(alice
 # --- secrets ------------------------------------------------------------------------------------------
 
 
-def test_an_llm_api_key_in_the_environment_appears_on_no_page_and_in_no_event(world, monkeypatch, as_alice):
+def test_an_llm_api_key_in_the_environment_appears_on_no_page_and_in_no_event(world, monkeypatch, settings, as_alice):
     from loop.proposers import llm
+    from tests.loop.proposers.test_llm_proposer import ChatServer, endpoint_config
 
     key = "sk-ark-test-" + os.urandom(12).hex()
     monkeypatch.setenv("ARK_LLM_API_KEY", key)
-    assert llm.api_key() == key
-    thesis = world["thesis"]
-    as_alice.post(
-        reverse("run_start", args=[thesis.pk]),
-        {
-            "proposer": "llm",
-            "proposer_settings": "{}",
-            "hardware": "h200",
-            "profile": "smoke",
-            "budget_candidates": 2,
-            "budget_gpu_minutes": 5,
-            "review_mode": "gate",
-        },
-    )
-    assert Run.objects.filter(proposer="llm").exists()
+    server = ChatServer(key=key)
+    settings.ARK_LLM_ENDPOINTS = endpoint_config(server)
+    try:
+        assert llm.api_key() == key
+        thesis = world["thesis"]
+        response = as_alice.post(
+            reverse("run_start", args=[thesis.pk]),
+            {
+                "proposer": "llm",
+                "proposer_settings": "{}",
+                "hardware": "h200",
+                "profile": "smoke",
+                "budget_candidates": 2,
+                "budget_gpu_minutes": 5,
+                "review_mode": "gate",
+            },
+        )
+        assert response.status_code == 302 and Run.objects.filter(proposer="llm").exists()
+    finally:
+        server.close()
     urls = all_urls(world)
     for name, url in urls.items():
         if name in ("logout",):
