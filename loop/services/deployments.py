@@ -195,4 +195,11 @@ def serving_export(*, config: ServingConfig) -> Path:
     latest = _latest(config.target, config.hardware)
     if latest is not None and latest.pk == config.pk:
         _write_atomic(export_path(config.target.name, config.hardware), text)
+    if config.target.document:  # an imported target: the TraceSet flashinfer_bench.apply serves (docs/interop.md)
+        from loop.services.fib import fib_promotion_export
+
+        try:
+            fib_promotion_export(config=config)
+        except ValidationError:
+            log.exception("the FlashInfer-Bench TraceSet of %s v%s was not written", config.target.name, config.version)
     return path
