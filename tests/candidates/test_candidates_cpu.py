@@ -62,7 +62,7 @@ def _topk_cases():
 
 
 TOPK = [("dsa_topk/seed.py", {"BLOCK": 512}),
-        ("dsa_topk/best.py", {"BLOCK": 256, "TARGET_CTAS": 8, "SMALL": 512, "NS": 32, "G": 8, "SMALLT": 64})]
+        ("dsa_topk/best.py", {"BLOCK": 256, "TARGET_CTAS": 8, "SMALL": 512, "NS": 32, "G": 8, "RBLOCK": 256})]
 
 
 @pytest.mark.parametrize("rel,params", TOPK, ids=[t[0] for t in TOPK])

@@ -19,7 +19,7 @@ import pytest
 import torch
 from test_candidates_cpu import _contract, _load, _topk_cases, check_topk
 
-V8 = {"BLOCK": 256, "TARGET_CTAS": 8, "SMALL": 512, "NS": 32, "G": 8, "SMALLT": 64}
+V8 = {"BLOCK": 256, "TARGET_CTAS": 8, "SMALL": 512, "NS": 32, "G": 8, "RBLOCK": 256}
 KEY, VALUE = "dsa_topk/best.py", "dsa_indexer_topk/topk_value_digits.py"
 PATHS = [(KEY, V8, "key"), (KEY, dict(V8, ATOMIC=0, SPAN_BITS=8), "key-scan-span8"),
          (KEY, dict(V8, ALPHA_X2=0, BETA=1), "key-fallback-low"),
