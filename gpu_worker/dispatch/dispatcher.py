@@ -100,7 +100,10 @@ class Dispatcher:
         return self.load(text, base_dir=path.parent)
 
     def kernel_for(self, value: int) -> Kernel:
-        """The kernel routed for this axis value (host-side lookup, memoised per value)."""
+        """The kernel routed for this axis value (host-side lookup, memoised per value); a config over
+        two axes routes shapes (`kernel_for_shape`)."""
+        if self.config is not None and len(self.config.axes) > 1:
+            raise ValueError(f"this config routes {self.config.axis} boxes: give the whole shape to kernel_for_shape")
         kernel = self._by_value.get(value)
         if kernel is None:
             kernel = self.default

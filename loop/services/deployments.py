@@ -5,6 +5,12 @@ exported JSON (`"schema": "ark.serving/1"`, validated before it is saved by gpu_
 parser the GPU side loads it with) and is written to SERVING_EXPORT_DIR/<target>/<hardware>/ after commit.
 Promotion always needs a person with `loop.promote` who is not the candidate's author, nor the
 run's creator when a person proposed the candidate (two people for every human change).
+
+Routes are one-axis ranges ([lo, hi) of n_ctx) or boxes over the target's grid (loop/regions.py); once a
+box is promoted the target's configs route boxes. A promote or rollback names the version it was
+decided against (`based_on`): under a lock on the target row, a request whose version was superseded
+by the very same change is told it is already done, and one superseded by another change is refused,
+so two concurrent requests make one version (docs/domain.md, Serving configs).
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ from pathlib import Path
 
 from django.conf import settings
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.db import transaction
+from django.db import IntegrityError, transaction
 
 from gpu_worker.serving_config import ServingConfigError, parse_serving_config
 from loop.audit import event_write
@@ -35,6 +41,64 @@ DEFAULT = "default"
 def _kernel_ref(candidate: Candidate) -> dict:
     return {"candidate_id": f"c{candidate.pk}", "source_hash": candidate.source_hash,
             "params": dict(candidate.params or {}), "source": candidate.source}
+
+
+class AlreadyDone(ValidationError):
+    """The same change was made by a request that came first: nothing new was made."""
+
+    def __init__(self, message: str, config: ServingConfig):
+        super().__init__(message)
+        self.config = config
+
+
+def _is_box(route) -> bool:
+    return isinstance(route, dict) and "bounds" in route
+
+
+def _as_box(route: dict, axes: tuple[str, ...], axis: str) -> dict:
+    """A one-axis route as a box spanning every other axis."""
+    if _is_box(route):
+        return route
+    bounds = {a: [0, None] for a in axes}
+    bounds[axis] = [route["lo"], route["hi"]]
+    return {"bounds": bounds, "kernel": route["kernel"]}
+
+
+def _overlaps(a: dict, b: dict) -> bool:
+    return all(a[x][0] < (b[x][1] if b[x][1] is not None else a[x][0] + 1)
+               and b[x][0] < (a[x][1] if a[x][1] is not None else b[x][0] + 1) for x in a)
+
+
+def _subtract(a: dict, b: dict) -> list[dict]:
+    """Box a less box b, as up to two boxes per axis (slabs)."""
+    if not _overlaps(a, b):
+        return [a]
+    pieces, rest = [], {x: list(v) for x, v in a.items()}
+    for x in a:
+        lo, hi = rest[x]
+        if b[x][0] > lo:
+            pieces.append({**rest, x: [lo, b[x][0]]})
+            lo = b[x][0]
+        if b[x][1] is not None and (hi is None or b[x][1] < hi):
+            pieces.append({**rest, x: [b[x][1], hi]})
+            hi = b[x][1]
+        rest = {**rest, x: [lo, hi]}
+    return pieces
+
+
+def _box_overlay(current: list[dict], boxes: list[dict], kernel: dict, evidence: dict | None) -> list[dict]:
+    """The candidate on `boxes` over the current box routes; the fallback serves the rest."""
+    routes = []
+    for route in current:
+        if route["kernel"] == DEFAULT:
+            continue
+        pieces = [route["bounds"]]
+        for box in boxes:
+            pieces = [p for piece in pieces for p in _subtract(piece, box["bounds"])]
+        routes += [{**route, "bounds": p} for p in pieces]
+    for box in boxes:
+        routes.append({"bounds": box["bounds"], "kernel": kernel, **({"evidence": evidence} if evidence else {})})
+    return sorted(routes, key=lambda r: [(v[0], -1 if v[1] is None else v[1]) for v in r["bounds"].values()])
 
 
 def _segments(routes: list[dict]) -> list[tuple[int, int | None, object]]:
@@ -111,8 +175,10 @@ def _validate(document: dict) -> None:
         raise ValidationError(exc.problems) from exc
 
 
-def deployment_promote(*, actor, candidate: Candidate, routes, note: str = "") -> ServingConfig:
-    """A new serving-config version: the candidate on `routes`, everything else as before."""
+def deployment_promote(*, actor, candidate: Candidate, routes, note: str = "", based_on: int | None = None,
+                       evidence: dict | None = None) -> ServingConfig:
+    """A new serving-config version: the candidate on `routes`, everything else as before. `based_on`:
+    the version in force when the person decided (0: none); see the module docstring."""
     check_permission(actor, PROMOTE)
     candidate = Candidate.objects.select_related("run__thesis__target", "run__created_by", "author").get(pk=candidate.pk)
     run = candidate.run
@@ -122,43 +188,93 @@ def deployment_promote(*, actor, candidate: Candidate, routes, note: str = "") -
         raise PermissionDenied("the run's creator may not promote a candidate a person proposed in it")
     if candidate.status != Candidate.Status.KEPT:
         raise ValidationError(f"only a kept candidate can be promoted; this one is {candidate.status}")
-    ranges = normalise_routes(routes)
+    boxes = [r for r in routes or [] if _is_box(r) and r.get("kernel", "candidate") != DEFAULT]
+    ranges = normalise_routes(routes) if not boxes else [(r["bounds"], None) for r in boxes]
     target, hardware = run.thesis.target, run.hardware
+    kernel = _kernel_ref(candidate)
     with transaction.atomic():
+        Target.objects.select_for_update().get(pk=target.pk)  # one promote or rollback per target at a time
         latest = _latest(target, hardware)
-        axis = latest.axis if latest else _axis(target)
-        segments = _segments(latest.routes) if latest else [(0, None, DEFAULT)]
-        kernel = _kernel_ref(candidate)
-        for lo, hi in ranges:
-            segments = _overlay(segments, lo, hi, kernel)
-        new_routes = _merge(segments)
+        grid = tuple(latest.document["axes"]) if latest and "axes" in latest.document else None
+        if boxes or grid:
+            from loop.regions import grid_axes
+
+            grid = grid or grid_axes(target) or tuple(boxes[0]["bounds"])
+            axis_1d = latest.axis if latest and not latest.document.get("axes") else _axis(target)
+            current = [_as_box(r, grid, axis_1d) for r in (latest.routes if latest else [])]
+            wanted = boxes or [_as_box({"lo": lo, "hi": hi, "kernel": "candidate"}, grid, axis_1d) for lo, hi in ranges]
+            new_routes, axis = _box_overlay(current, wanted, kernel, evidence), " x ".join(grid)
+        else:
+            axis = latest.axis if latest else _axis(target)
+            segments = _segments(latest.routes) if latest else [(0, None, DEFAULT)]
+            for lo, hi in ranges:
+                segments = _overlay(segments, lo, hi, kernel)
+            new_routes = _merge(segments)
+        _check_based_on(latest, based_on, new_routes)
         version = (latest.version if latest else 0) + 1
         document = _document(target=target, hardware=hardware, version=version, axis=axis, routes=new_routes)
+        if grid:
+            document.pop("axis")
+            document["axes"] = list(grid)
         _validate(document)
-        config = ServingConfig.objects.create(
-            target=target, hardware=hardware, version=version, axis=axis, routes=new_routes, document=document,
-            note=note, author=candidate.author or run.created_by, approver=actor)
+        config = _create(target=target, hardware=hardware, version=version, axis=axis, routes=new_routes,
+                         document=document, note=note, author=candidate.author or run.created_by, approver=actor)
         event_write(type="serving.promoted", actor=actor, subject=config, run_id=run.pk, payload={
             "target": target.name, "hardware": hardware, "version": version, "candidate": candidate.pk,
-            "number": candidate.number, "ranges": [list(r) for r in ranges], "note": note})
+            "number": candidate.number, "ranges": [list(r) if not boxes else r[0] for r in ranges], "note": note,
+            "based_on": based_on})
         transaction.on_commit(lambda: serving_export(config=config))
     return config
 
 
-def deployment_rollback(*, actor, target: Target, hardware: str, to_version: int, note: str = "") -> ServingConfig:
+def _check_based_on(latest: ServingConfig | None, based_on: int | None, new_routes) -> None:
+    """Refuse a request decided against a version that is no longer the one in force."""
+    if based_on is None:
+        return
+    current = latest.version if latest else 0
+    if based_on == current:
+        return
+    if latest is not None and _strip(latest.routes) == _strip(new_routes):
+        raise AlreadyDone(f"Already done: v{latest.version} (by {latest.approver.username}) serves exactly these "
+                          "routes; nothing new was made.", latest)
+    raise ValidationError(f"The serving config changed since you looked: v{current} is in force now, not "
+                          f"v{based_on}. Review its effect again before promoting.")
+
+
+def _strip(routes) -> list:
+    """Routes without their evidence (the same change decided twice carries the same boxes and kernels)."""
+    return [{k: v for k, v in r.items() if k != "evidence"} for r in routes or []]
+
+
+def _create(**fields) -> ServingConfig:
+    """Insert the version; the unique (target, hardware, version) constraint is the last guard."""
+    try:
+        with transaction.atomic():
+            return ServingConfig.objects.create(**fields)
+    except IntegrityError:
+        raise ValidationError(f"v{fields['version']} was made by another request a moment ago; reload the page.") from None
+
+
+def deployment_rollback(*, actor, target: Target, hardware: str, to_version: int, note: str = "",
+                        based_on: int | None = None) -> ServingConfig:
     """A new version whose routes equal those of `to_version`."""
     check_permission(actor, PROMOTE)
     with transaction.atomic():
+        Target.objects.select_for_update().get(pk=target.pk)
         old = ServingConfig.objects.filter(target=target, hardware=hardware, version=to_version).first()
         if old is None:
             raise ValidationError(f"{target.name} on {hardware} has no serving config version {to_version}")
         latest = _latest(target, hardware)
+        if based_on is not None and based_on != latest.version and latest.rolled_back_to == to_version:
+            raise AlreadyDone(f"Already done: v{latest.version} rolled back to v{to_version}.", latest)
         if latest.version == to_version:
             raise ValidationError(f"version {to_version} is already the current one")
+        if based_on is not None and based_on != latest.version:
+            raise ValidationError(f"The serving config changed since you looked: v{latest.version} is in force now.")
         version = latest.version + 1
         document = {**old.document, "version": version}
         _validate(document)
-        config = ServingConfig.objects.create(
+        config = _create(
             target=target, hardware=hardware, version=version, axis=old.axis, routes=old.routes, document=document,
             note=note, rolled_back_to=to_version, author=actor, approver=actor)
         event_write(type="serving.rolled_back", actor=actor, subject=config, payload={
