@@ -149,15 +149,21 @@ class WebSocket:
 
 
 PG_ADMIN = os.environ.get("ARK_BENCH_POSTGRES", "postgres://postgres@127.0.0.1:5432/postgres")
+PG_BIN = Path(os.environ.get("ARK_PG_BIN") or next(iter(sorted(Path("/usr/lib/postgresql").glob("*/bin"))), Path("/usr/bin")))
 
 
 class Stack:
-    def __init__(self, scratch: Path, redis_url: str, web_workers: int = 1, database: str = "sqlite"):
+    def __init__(self, scratch: Path, redis_url: str, web_workers: int = 1, database: str = "sqlite",
+                 own_postgres: bool = False):
         self.scratch = scratch
         self.web_workers = web_workers
         self.redis_server: subprocess.Popen | None = None
         self.redis_port: int | None = None
         self.pg_name = f"ark_load_{os.getpid()}" if database == "postgres" else None
+        self.pg_dir: Path | None = None
+        if own_postgres:  # a cluster of the benchmark's own, so that a restart touches no one else's
+            global PG_ADMIN
+            PG_ADMIN = self.start_own_postgres()
         if self.pg_name:
             import psycopg
 
@@ -250,18 +256,39 @@ class Stack:
 
     def inject(self, fault: str) -> None:
         """A fault in the middle of the load: `web` kills one web worker (gunicorn starts another), `redis`
-        restarts the Redis server that --own-redis started (appendonly: nothing lost)."""
+        restarts the Redis server that --own-redis started (appendonly: nothing lost), `postgres` restarts the
+        benchmark's own PostgreSQL cluster (requests in the gap get 503 with Retry-After)."""
         if fault == "web":
             master = self.procs[0].pid
             kids = sorted(int(c) for t in Path(f"/proc/{master}/task").iterdir()
                           for c in (t / "children").read_text().split())
             os.kill(kids[0], signal.SIGKILL)
+        elif fault == "postgres":
+            self.pg_ctl("restart", "-m", "fast")
         elif fault == "redis":
             self.redis_server.send_signal(signal.SIGTERM)  # a clean shutdown writes the append-only file
             self.redis_server.wait(30)
             self.redis_server = self.start_redis()
         else:
             raise ValueError(f"unknown fault {fault!r}")
+
+    def pg_ctl(self, *args: str) -> None:
+        as_pg = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []  # initdb refuses root
+        subprocess.run([*as_pg, str(PG_BIN / "pg_ctl"), "-D", str(self.pg_dir), "-w", "-l", str(self.pg_dir / "log"),
+                        "-o", f"-p {self.pg_port} -k {self.pg_dir} -c listen_addresses={HOST}", *args],
+                       check=True, capture_output=True, timeout=120)
+
+    def start_own_postgres(self) -> str:
+        self.pg_dir, self.pg_port = self.scratch / "pg", _free_port()
+        self.pg_dir.mkdir()
+        if os.geteuid() == 0:
+            shutil.chown(self.scratch, "postgres")
+            shutil.chown(self.pg_dir, "postgres")
+        as_pg = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+        subprocess.run([*as_pg, str(PG_BIN / "initdb"), "-D", str(self.pg_dir), "-U", "postgres", "--auth=trust"],
+                       check=True, capture_output=True, timeout=120)
+        self.pg_ctl("start")
+        return f"postgres://postgres@{HOST}:{self.pg_port}/postgres"
 
     def start_redis(self) -> subprocess.Popen:
         """A Redis server of the benchmark's own (a restart must not touch anyone else's), append-only."""
@@ -304,6 +331,8 @@ class Stack:
 
             with psycopg.connect(PG_ADMIN, autocommit=True) as admin:
                 admin.execute(f"DROP DATABASE IF EXISTS {self.pg_name} WITH (FORCE)")
+        if self.pg_dir is not None:
+            self.pg_ctl("stop", "-m", "immediate")
         if self.redis_server is not None and self.redis_server.poll() is None:
             self.redis_server.terminate()
             self.redis_server.wait(30)
@@ -342,7 +371,7 @@ def seed(stack: Stack, runs: int) -> dict:
 
 def producer(runs: list[int], rate_hz: float, stop: threading.Event, counts: dict) -> None:
     """Candidates and progress events through the services, at rate_hz, until stop."""
-    from django.db import close_old_connections
+    from django.db import close_old_connections, connection
 
     from loop.models import Run
     from tests.console import builders
@@ -350,14 +379,15 @@ def producer(runs: list[int], rate_hz: float, stop: threading.Event, counts: dic
     i = 0
     next_t = time.monotonic()
     while not stop.is_set():
-        run = Run.objects.get(pk=runs[i % len(runs)])
         try:
+            run = Run.objects.get(pk=runs[i % len(runs)])
             candidate = builders.dispatch(builders.submit(run, tag=f"load{i}"))
             builders.progress(candidate, "verify")
             counts["candidates"] += 1
         except Exception as e:  # recorded, not hidden: the figures say how many writes failed
             counts["errors"] += 1
             counts.setdefault("last_error", repr(e)[:300])
+            connection.close()  # a restarted database: the next write opens a new connection
         i += 1
         next_t += 1 / rate_hz
         stop.wait(max(0.0, next_t - time.monotonic()))
@@ -477,7 +507,11 @@ async def drive(stack: Stack, world: dict, *, rate: float, duration_s: float, cl
 
     # ground truth: the database; recovery path: the run's audit CSV over HTTP
     def truth():
+        from django.db import connection
+
         from loop.models import Event
+
+        connection.close()  # this thread's connection may predate a database restart
 
         return {
             pk: set(Event.objects.filter(run_id=pk, id__gt=baseline).values_list("id", flat=True))
@@ -569,7 +603,8 @@ def main(argv=None) -> dict:
     parser.add_argument("--runs", type=int, default=4)
     parser.add_argument("--web-workers", type=int, default=1, help="uvicorn workers under gunicorn (console.serve)")
     parser.add_argument("--database", choices=["sqlite", "postgres"], default="sqlite")
-    parser.add_argument("--fault", choices=["web", "redis"], help="inject this fault half-way through the load")
+    parser.add_argument("--fault", choices=["web", "redis", "postgres"],
+                        help="inject this fault half-way through the load (redis, postgres: servers of its own)")
     parser.add_argument("--own-redis", action="store_true", help="start a Redis server of its own (--fault redis)")
     parser.add_argument("--out", default=str(ROOT / "bench/results/console-load.json"))
     args = parser.parse_args(argv)
@@ -584,7 +619,9 @@ def main(argv=None) -> dict:
     if args.own_redis or args.fault == "redis":
         redis_port = _free_port()
         redis_url = f"redis://{HOST}:{redis_port}/0"
-    stack = Stack(scratch, redis_url, args.web_workers, args.database)
+    if args.fault == "postgres":
+        args.database = "postgres"
+    stack = Stack(scratch, redis_url, args.web_workers, args.database, own_postgres=args.fault == "postgres")
     if redis_port:
         stack.redis_port = redis_port
         stack.redis_server = stack.start_redis()
