@@ -135,13 +135,8 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
 ]
-CACHES = {
-    "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
-    # shared by every web process: login failure counters (console/ratelimit.py)
-    "ratelimit": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL,
-                  "KEY_PREFIX": env("ARK_CACHE_PREFIX", default="ark")},
-}
-ARK_LOGIN_RATE_CACHE = "ratelimit"
+CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+# Login throttling (django-axes, its failures in the database): AXES_* below take these two.
 ARK_LOGIN_MAX_FAILURES = env.int("ARK_LOGIN_MAX_FAILURES", default=5)
 ARK_LOGIN_LOCKOUT_S = env.float("ARK_LOGIN_LOCKOUT_S", default=900.0)
 
