@@ -83,31 +83,70 @@ def per_shape(rows: list[dict], *, axis: str | None, crossovers: list[dict] | No
     return _as_dict(fig)
 
 
-def waterfall(steps: list[dict]) -> dict:
-    """Tokens per second gained by each promoted change, from the first version's base, with the
-    roofline (the tokens/s reachable if the kernel ran at its floor) where a report gives it."""
-    if not steps:
+def waterfall(data: dict) -> dict:
+    """Tokens per second of each serving-config version over the e2e grid (loop/impact.py): the default's
+    level, then one step per version; a version whose kernels were not all measured end to end is a grey
+    zero step labelled "not measured". The ceiling is drawn where one is known."""
+    steps, base = data.get("steps") or [], data.get("base")
+    if not steps or not base:
         return {}
-    base = next((s["base"] for s in steps if s["base"]), 0.0) or 0.0
+    labels = ["default"] + [f"v{s['version']}" + (f" (rollback to v{s['rolled_back_to']})" if s["rolled_back_to"] else "")
+                            for s in steps]
+    texts = [f"{base:,.0f} tok/s"] + [("not measured" if s["gain"] is None else f"{s['gain']:+,.0f}") for s in steps]
     fig = go.Figure(go.Waterfall(
-        x=["default"] + [f"v{s['version']}" + (" (rollback)" if s["rolled_back_to"] else "") for s in steps],
-        y=[base] + [s["gain"] for s in steps],
-        measure=["absolute"] + ["relative"] * len(steps),
-        connector={"line": {"color": "#bbb"}},
+        x=labels, y=[base] + [s["gain"] or 0.0 for s in steps], text=texts, textposition="outside",
+        measure=["absolute"] + ["relative"] * len(steps), connector={"line": {"color": "#bbb"}},
         increasing={"marker": {"color": COLORS["kept"]}}, decreasing={"marker": {"color": COLORS["vetoed"]}},
         totals={"marker": {"color": COLORS["candidate"]}},
     ))
-    roofline = next((s["roofline"] for s in reversed(steps) if s["roofline"]), None)
-    if roofline:
-        fig.add_hline(y=roofline, line={"color": COLORS["floor"], "dash": "dash"}, annotation_text="roofline")
-    levels, level = [base], base
-    for step in steps:
-        level += step["gain"]
-        levels.append(level)
-    top = max(levels + ([roofline] if roofline else []))
+    levels = [base] + [s["level"] for s in steps if s["level"] is not None]
+    ceiling = data.get("ceiling")
+    if ceiling:
+        fig.add_hline(y=ceiling, line={"color": COLORS["floor"], "dash": "dash"}, annotation_text="zero-cost ceiling")
+    top = max(levels + ([ceiling] if ceiling else []))
     # Gains are a few percent of the base: start the axis near the lowest level so that they show.
-    fig.update_layout(**_LAYOUT, yaxis_title="tokens/s", showlegend=False,
-                      yaxis={"range": [min(levels) * 0.97, top * 1.02]} if base else {})
+    fig.update_layout(**_LAYOUT, yaxis_title=f"tokens/s ({data.get('weighted_by', '')})", showlegend=False,
+                      yaxis={"range": [min(levels) * 0.97, top * 1.03]})
+    return _as_dict(fig)
+
+
+def region_heatmap(grid: dict, impact: dict | None = None) -> dict:
+    """Speedup per cell of the two operating axes (log2 colour, 1x white), the interval and the reason
+    on hover, unmeasured cells blank, and the cells the promotion would give a new owner outlined."""
+    rows, cols = grid["rows"], grid["cols"]
+    a, b = grid["axes"]
+    cells = {(c["shape"][a], c["shape"][b]): c for c in grid["cells"]}
+    owners = {(c["shape"][a], c["shape"][b]): c for c in (impact or {}).get("cells", [])}
+    z, text, hover = [], [], []
+    for r in rows:
+        z_row, t_row, h_row = [], [], []
+        for c in cols:
+            cell = cells.get((r, c))
+            if cell is None:
+                z_row.append(None), t_row.append(""), h_row.append(f"{a} {r} x {b} {c}: not measured")
+                continue
+            speedup, (lo, hi) = 1 / cell["ratio"], cell["ci95"]
+            z_row.append(math.log2(speedup))
+            t_row.append(f"{speedup:.2f}x")
+            owner = owners.get((r, c))
+            h_row.append(f"{a} {r} x {b} {c}<br>{speedup:.2f}x (95% CI {1 / hi:.2f}-{1 / lo:.2f})<br>{cell['status']}"
+                         + (f": {'; '.join(cell['reasons'])}" if cell["reasons"] else "")
+                         + (f"<br>served now by {owner['now']}, after: {owner['new']}" if owner else ""))
+        z.append(z_row), text.append(t_row), hover.append(h_row)
+    reach = max([abs(v) for row in z for v in row if v is not None] + [0.5])
+    fig = go.Figure(go.Heatmap(
+        x=[str(c) for c in cols], y=[str(r) for r in rows], z=z, text=text, texttemplate="%{text}",
+        customdata=hover, hovertemplate="%{customdata}<extra></extra>", colorscale="RdBu", zmin=-reach, zmax=reach,
+        zmid=0, colorbar={"title": "speedup", "tickvals": [-2, -1, 0, 1, 2], "ticktext": ["0.25x", "0.5x", "1x", "2x", "4x"]},
+        xgap=2, ygap=2))
+    for i, r in enumerate(rows):
+        for j, c in enumerate(cols):
+            if owners.get((r, c), {}).get("changes"):
+                fig.add_shape(type="rect", x0=j - 0.5, x1=j + 0.5, y0=i - 0.5, y1=i + 0.5,
+                              line={"color": "#111", "width": 3})
+    fig.update_layout(**{**_LAYOUT, "height": 120 + 48 * len(rows)}, xaxis_title=b, yaxis_title=a)
+    fig.update_xaxes(type="category")
+    fig.update_yaxes(type="category")
     return _as_dict(fig)
 
 

@@ -32,8 +32,13 @@ def test_the_best_so_far_line_only_rises_with_kept_candidates():
     assert list(best["y"]) == [1.2, 1.2]
 
 
-def test_a_waterfall_has_one_bar_per_promotion_and_draws_the_roofline():
-    figure = charts.waterfall([{"version": 1, "gain": 30.0, "base": 1000.0, "roofline": 1500.0, "rolled_back_to": None},
-                               {"version": 2, "gain": -30.0, "base": None, "roofline": None, "rolled_back_to": 0}])
-    assert list(figure["data"][0]["measure"]) == ["absolute", "relative", "relative"]
+def test_a_waterfall_has_one_bar_per_version_marks_the_unmeasured_and_draws_the_ceiling():
+    figure = charts.waterfall({"base": 1000.0, "ceiling": 1500.0, "weighted_by": "equal weights", "steps": [
+        {"version": 1, "gain": 30.0, "level": 1030.0, "rolled_back_to": None},
+        {"version": 2, "gain": None, "level": None, "rolled_back_to": None},
+        {"version": 3, "gain": -30.0, "level": 1000.0, "rolled_back_to": 1}]})
+    bars = figure["data"][0]
+    assert list(bars["measure"]) == ["absolute", "relative", "relative", "relative"]
+    assert list(bars["text"])[1:] == ["+30", "not measured", "-30"] and list(bars["y"])[2] == 0.0
+    assert list(bars["x"])[3] == "v3 (rollback to v1)"
     assert figure["layout"]["shapes"][0]["y0"] == 1500.0

@@ -70,3 +70,11 @@ def test_noise_wider_than_the_gain_is_a_tie_by_the_same_rule_as_the_policy():
 def test_a_report_without_an_axis_is_refused_by_name():
     with pytest.raises(ValueError, match="hidden"):
         analyze_grid(small_rows_report(), axes=("rows", "hidden"))
+
+
+def served_report(small_ratio=0.6, e2e_small=(1.10, 1.08)):
+    """small_rows_report with e2e points: faster end to end at batch 1 and 4, slower at 64 (the kernel is
+    7x slower there). `small_ratio`: the candidate's time ratio at 1 and 4 rows."""
+    shapes = [shape_result(r, n, small_ratio if r <= 4 else 7.0) for r in (1, 4, 64, 128) for n in (4096, 32768, 131072)]
+    points = [e2e_point(1, 4096, e2e_small[0]), e2e_point(4, 32768, e2e_small[1]), e2e_point(64, 131072, 0.5)]
+    return report(shapes=shapes, points=points)

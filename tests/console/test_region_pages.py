@@ -1,0 +1,66 @@
+"""The regions page (heatmap, routes, left-out cells, effect against what serves now, promote) and the
+deployment page's explain, workload and rollback forms, through the Django test client."""
+
+import pytest
+from django.urls import reverse
+
+from loop.models import ServingConfig, WorkloadProfile
+from loop.services.decisions import candidate_approve
+from tests.console import builders
+from tests.loop.test_regions import served_report
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def small_rows(alice):
+    run = builders.make_run(alice)
+    candidate = builders.evaluated(run, served_report(), tag="small")
+    candidate_approve(candidate=candidate, actor=alice)
+    candidate.refresh_from_db()
+    assert candidate.status == "kept" and "Kept for the region it wins" in candidate.decisions.first().reason_text
+    return candidate
+
+
+def test_the_regions_page_draws_the_heatmap_routes_and_what_is_left_out(as_dana, small_rows):
+    response = as_dana.get(reverse("candidate_regions", args=[small_rows.pk]))
+    page = response.content.decode()
+    assert response.status_code == 200
+    heat = response.context["heatmap"]["data"][0]
+    assert heat["type"] == "heatmap" and list(heat["y"]) == ["1", "4", "64", "128"]
+    assert "1.67x" in heat["text"][0][0] and "95% CI" in heat["customdata"][0][0]
+    assert len(response.context["heatmap"]["layout"]["shapes"]) == 6  # the six cells changing owner, outlined
+    assert "rows [1, 5)" in page and "n_ctx [4096, 131073)" in page
+    assert "slower on the benchmark: 0.14x" in page and "slower end to end at batch 64, context 131072" in page
+    assert "nothing promoted: the default" in page
+
+
+def test_promoting_from_the_regions_page_asks_for_the_password_and_makes_one_box_version(as_dana, small_rows):
+    url = reverse("candidate_regions_promote", args=[small_rows.pk])
+    wrong = as_dana.post(url, {"based_on": "0", "password": "nope"})
+    assert wrong.status_code == 400 and "That is not your password." in wrong.content.decode()
+    assert not ServingConfig.objects.exists()
+    done = as_dana.post(url, {"based_on": "0", "password": "dana-password-1", "note": "small rows"})
+    assert done.status_code == 302
+    config = ServingConfig.objects.get()
+    assert config.routes[0]["bounds"] == {"rows": [1, 5], "n_ctx": [4096, 131073]}
+    assert config.routes[0]["evidence"]["cells"][0]["speedup"] == pytest.approx(1 / 0.6, rel=1e-3)
+    again = as_dana.post(url, {"based_on": "0", "password": "dana-password-1"}, follow=True)
+    assert "Already done: v1" in again.content.decode() and ServingConfig.objects.count() == 1
+
+
+def test_explain_workload_and_waterfall_on_the_deployment_page(as_dana, small_rows):
+    as_dana.post(reverse("candidate_regions_promote", args=[small_rows.pk]), {"based_on": "0", "password": "dana-password-1"})
+    url = reverse("deployment", args=["dsa_topk", "h200"])
+    inside = as_dana.get(url, {"rows": "3", "n_ctx": "50000"}).content.decode()
+    assert f"serves it with <strong>c{small_rows.pk}</strong>" in inside and "1.67x" in inside
+    outside = as_dana.get(url, {"rows": "5", "n_ctx": "4096"}).content.decode()
+    assert "the <strong>default</strong> kernel serves it" in outside
+    bad = as_dana.post(reverse("deployment_workload", args=["dsa_topk", "h200"]), {"cells": "rows=1 n_ctx=4096 lots"})
+    assert bad.status_code == 400 and "line 1: expected rows=&lt;int&gt; n_ctx=&lt;int&gt; &lt;weight&gt;" in bad.content.decode()
+    good = as_dana.post(reverse("deployment_workload", args=["dsa_topk", "h200"]),
+                        {"cells": "rows=1 n_ctx=4096 3\nrows=64 n_ctx=131072 1 # most traffic is small"})
+    assert good.status_code == 302 and len(WorkloadProfile.objects.get().cells) == 2
+    page = as_dana.get(url)
+    assert page.context["falls"]["weighted_by"] == "workload profile"
+    assert page.context["falls"]["steps"][0]["measured"]
