@@ -1,4 +1,4 @@
-"""The console under a real ASGI server (daphne, as the Procfile runs it) against the test database,
+"""The console under the product's ASGI server (console.serve, as the Procfile runs it) against the test database,
 driven by Debian's Chromium through Playwright."""
 
 import os
@@ -18,12 +18,16 @@ CHROMIUM_ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--disable-backg
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
 
 
-@pytest.fixture(autouse=True)
-def _orm_beside_playwright(monkeypatch):
+@pytest.fixture(scope="session", autouse=True)
+def _orm_beside_playwright():
     """Playwright's sync API keeps an event loop in this thread: Django's ORM refuses to run next to it unless
-    told it is safe (it is: the test drives one thing at a time). Only for these tests; the server process gets
-    the check back (below)."""
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    told it is safe (it is: the test drives one thing at a time). Session-scoped and autouse, so it is in place
+    before the session's database setup, which pytest may order after Playwright's session fixtures (it does
+    with pytest 9 and pytest-playwright 0.10). Only for these tests; the server process gets the check back
+    (below)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+        yield
 
 
 @pytest.fixture(scope="session")
@@ -44,14 +48,15 @@ def _free_port() -> int:
 
 @pytest.fixture
 def console_url(request, transactional_db, start_process):
-    """The console on daphne, on a free port, against the test database; its base URL. Without a loop
+    """The console as the product serves it, on a free port, against the test database; its base URL. Without a loop
     worker in the test, the tasks it publishes go to an in-memory broker instead of the shared Redis."""
     from tests.conftest import wait_until
 
     port = _free_port()
     broker = {} if "loop_worker" in request.fixturenames else {"CELERY_BROKER_URL": "memory://"}
-    server = start_process([sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "console.asgi:application"],
-                           name="daphne", DJANGO_DEBUG="0", DJANGO_ALLOW_ASYNC_UNSAFE="", **broker)
+    # the product's own server command (console.serve: gunicorn + a uvicorn worker; one, to start fast)
+    server = start_process([sys.executable, "-m", "console.serve", "--bind", f"127.0.0.1:{port}", "--workers", "1"],
+                           name="console", DJANGO_DEBUG="0", DJANGO_ALLOW_ASYNC_UNSAFE="", **broker)
     url = f"http://127.0.0.1:{port}"
 
     def up():
