@@ -40,6 +40,25 @@ def browser_context_args(browser_context_args):
     return {**browser_context_args, "viewport": {"width": 1400, "height": 1000}, "accept_downloads": True}
 
 
+@pytest.fixture(autouse=True)
+def _no_csp_violations(request):
+    """Every page runs under the console's Content-Security-Policy (console/settings.py, docs/security.md):
+    a violation Chromium reports ("Refused to ...", "Content Security Policy") fails the test that caused it."""
+    if "page" not in request.fixturenames:
+        yield
+        return
+    page = request.getfixturevalue("page")
+    refused = []
+
+    def note(message):
+        if "Content Security Policy" in message.text or message.text.startswith("Refused to"):
+            refused.append(message.text)
+
+    page.on("console", note)
+    yield refused
+    assert not refused, f"CSP violations: {refused}"
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
