@@ -72,6 +72,8 @@ TEMPLATES = [
                 "django.contrib.messages.context_processors.messages",
                 "console.context_processors.ark",
             ],
+            # the console's filters (person, times, us...) on every page without a {% load %}
+            "builtins": ["console.templatetags.ark"],
         },
     },
 ]

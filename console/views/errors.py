@@ -34,7 +34,7 @@ def _page(request, status: int, title: str, what: str, next_step: str = ""):
 
 
 def not_found(request, exception=None):
-    return _page(request, 404, "Page not found",
+    return _page(request, 404, "Not found",
                  f"There is no page at {request.path}. The link may be mistyped, or what it pointed to no longer exists.",
                  "Start again from the dashboard or the thesis list.")
 

@@ -5,9 +5,11 @@ import zipfile
 
 from django.conf import settings
 from django.contrib import messages
+from django.core.cache import cache
 from django.core.exceptions import ValidationError
 from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_POST
 
 from console.diffs import render_diff, unified_diff
@@ -39,26 +41,56 @@ def skill_detail(request, key):
     if revision is None:
         raise Http404("no revision")
     meta, body = _split(revision.text, doc.key)
+    # A revision never changes: its rendering is kept (per process) for the next view.
+    body_html = cache.get_or_set(f"ark:skill-html:{revision.pk}", lambda: render_markdown(body), timeout=3600)
     return render(request, "console/skills/detail.html", {
-        "doc": doc, "revision": revision, "meta": meta, "body_html": render_markdown(body),
+        "doc": doc, "revision": revision, "meta": meta, "body_html": mark_safe(body_html),  # noqa: S308 (nh3 output)
         "revision_count": doc.revisions.count(),
     })
+
+
+def _base_revision(request, latest) -> int | None:
+    """The revision the editor was opened from (a hidden field); a GET opens the latest."""
+    if request.method != "POST":
+        return latest.number if latest else None
+    try:
+        return int(request.POST.get("base_revision", ""))
+    except ValueError:
+        return None
 
 
 def skill_edit(request, key):
     doc = get_object_or_404(SkillDoc, key=key)
     latest = selectors.skill_latest(doc)
     form = SkillEditForm(request.POST or None, initial={"text": latest.text if latest else ""})
+    base = _base_revision(request, latest)
+    conflict = None
     if request.method == "POST" and form.is_valid():
         try:
-            revision = skill_services.skill_edit(actor=request.user, key=doc.key, **form.cleaned_data)
+            revision = skill_services.skill_edit(actor=request.user, key=doc.key, base_revision=base,
+                                                 **form.cleaned_data)
+        except skill_services.SkillConflict as error:
+            conflict = _conflict(doc, error.latest, base, form.cleaned_data["text"])
+            base = error.latest.number  # the next save is made knowing both versions
         except ValidationError as error:
             apply_validation_error(form, error)
         else:
-            messages.success(request, f"Saved as revision {revision.number}.")
+            if latest is not None and revision.pk == latest.pk:
+                messages.info(request, f"Nothing changed: revision {revision.number} stays the latest.")
+            else:
+                messages.success(request, f"Saved as revision {revision.number}.")
             return redirect("skill", key=doc.key)
-    return render(request, "console/skills/form.html", {"form": form, "doc": doc, "latest": latest},
-                  status=400 if form.errors else 200)
+    status = 409 if conflict else 400 if form.errors else 200
+    return render(request, "console/skills/form.html", {
+        "form": form, "doc": doc, "latest": latest, "base_revision": base, "conflict": conflict,
+        "max_kb": skill_services.MAX_SKILL_BYTES // 1024}, status=status)
+
+
+def _conflict(doc, theirs, base: int | None, yours: str) -> dict:
+    """Both versions, side by side, and what yours changes against theirs: nothing is lost."""
+    return {"theirs": theirs, "base": base, "yours": yours,
+            "diff_html": render_diff(unified_diff(theirs.text, yours.replace("\r\n", "\n"),
+                                                  old_name=f"{doc.key}@{theirs.number}", new_name="yours"))}
 
 
 def skill_new(request):

@@ -20,7 +20,31 @@ def _append_revision(*, doc: SkillDoc, text: str, author, note: str) -> SkillRev
     return SkillRevision.objects.create(doc=doc, number=number, text=text, author=author, note=note[:200])
 
 
+# A skill is context for a prompt and a page to read: past this it is several skills (docs/skills.md).
+MAX_SKILL_BYTES = 256 * 1024
+
+
+class SkillConflict(ValidationError):
+    """Someone saved a newer revision since the editor was opened: neither text is written over."""
+
+    def __init__(self, latest: SkillRevision, base: int):
+        self.latest, self.base = latest, base
+        who = latest.author.get_username() if latest.author else "an import"
+        super().__init__(f"revision {latest.number} was saved by {who} after you opened revision {base}")
+
+
+def size_problem(key: str, text: str) -> str | None:
+    size = len(text.encode("utf-8"))
+    if size <= MAX_SKILL_BYTES:
+        return None
+    return (f"{key}: this skill is {size / 1024:.0f} KB; the limit is {MAX_SKILL_BYTES // 1024} KB. Split it into "
+            "smaller skills, one topic each, so each stays readable and fits in a prompt.")
+
+
 def _check_text(key: str, text: str) -> None:
+    problem = size_problem(key, text)
+    if problem:
+        raise ValidationError({"text": problem})
     try:
         skillfiles.validate_key(key)
         skillfiles.parse(key, text)
@@ -28,8 +52,10 @@ def _check_text(key: str, text: str) -> None:
         raise ValidationError({"text": str(error)}) from error
 
 
-def skill_edit(*, actor, key: str, text: str, note: str = "") -> SkillRevision:
-    """Save `text` as the next revision of `key` (creating the document); unchanged text adds nothing."""
+def skill_edit(*, actor, key: str, text: str, note: str = "", base_revision: int | None = None) -> SkillRevision:
+    """Save `text` as the next revision of `key` (creating the document); unchanged text adds nothing.
+    `base_revision` is the revision the editor was opened from: if a later one exists with other text,
+    SkillConflict is raised and nothing is written (the caller shows both versions)."""
     roles.check_permission(actor, roles.EDIT_THESIS)
     text = text.replace("\r\n", "\n")
     _check_text(key, text)
@@ -39,6 +65,8 @@ def skill_edit(*, actor, key: str, text: str, note: str = "") -> SkillRevision:
         latest = doc.revisions.order_by("-number").first()
         if latest is not None and latest.text == text:
             return latest
+        if latest is not None and base_revision is not None and latest.number != base_revision:
+            raise SkillConflict(latest, base_revision)
         revision = _append_revision(doc=doc, text=text, author=actor, note=note)
         event_write(type="skill.created" if created else "skill.edited", actor=actor, subject=doc,
                     payload={"key": key, "revision": revision.number, "note": revision.note})
@@ -53,6 +81,9 @@ def skill_import_tree(*, actor, root: Path) -> dict:
         files = skillfiles.load_tree(Path(root))
     except ValueError as error:
         raise ValidationError(str(error)) from error
+    too_big = [problem for skill in files if (problem := size_problem(skill.key, skill.text))]
+    if too_big:
+        raise ValidationError(too_big)
     created, updated, unchanged = [], [], []
     with transaction.atomic():
         for skill in files:

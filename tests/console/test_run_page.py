@@ -24,7 +24,7 @@ def test_approving_a_candidate(people, awaiting, who, allowed):
         assert Decision.objects.filter(candidate=awaiting, verdict="approve").exists()
     else:
         assert response.status_code == 403
-        assert b"lacks loop.review_candidate" in response.content
+        assert b"approve or veto candidates; that needs the reviewer role" in response.content
         assert awaiting.status == "awaiting_review"
         assert not Event.objects.filter(type="candidate.approved").exists()
 
