@@ -168,6 +168,8 @@ STATICFILES_DIRS = [
 ]
 
 SKILLS_DIR = Path(env("ARK_SKILLS_DIR", default=str(BASE_DIR / "skills")))
+# Where "Export to files" writes (a folder the user names inside it): outside the checkout, never its git tree.
+ARK_EXPORT_DIR = Path(env("ARK_EXPORT_DIR", default=str(Path.home() / ".local" / "share" / "ark" / "exports")))
 SERVING_EXPORT_DIR = Path(env("ARK_SERVING_EXPORT_DIR", default=str(VAR_DIR / "serving")))
 ARK_HEARTBEAT_TIMEOUT_S = env.int("ARK_HEARTBEAT_TIMEOUT_S", default=60)
 

@@ -2,6 +2,7 @@
 
 import io
 import zipfile
+from pathlib import Path
 
 from django.conf import settings
 from django.contrib import messages
@@ -9,6 +10,7 @@ from django.core.cache import cache
 from django.core.exceptions import ValidationError
 from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
 from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_POST
 
@@ -32,7 +34,9 @@ def _split(text: str, key: str = "preview.md") -> tuple[dict, str]:
 
 
 def skill_tree(request):
-    return render(request, "console/skills/tree.html", {"tree": selectors.skill_tree()})
+    return render(request, "console/skills/tree.html", {
+        "tree": selectors.skill_tree(), "export_root": settings.ARK_EXPORT_DIR,
+        "export_folder": f"skills-{timezone.localdate():%Y-%m-%d}"})
 
 
 def skill_detail(request, key):
@@ -152,15 +156,27 @@ def skill_download(request):
     return response
 
 
+def _export_folder(request) -> Path:
+    """The folder to export into: one the user names under settings.ARK_EXPORT_DIR (outside the checkout by
+    default), never a path that leaves it or lands in the git tree."""
+    name = (request.POST.get("folder") or "").strip() or f"skills-{timezone.localdate():%Y-%m-%d}"
+    relative = skillfiles.validate_key(name)  # ValueError: absolute, '..', backslashes
+    root = Path(settings.ARK_EXPORT_DIR).joinpath(*relative.parts)
+    if root.resolve().is_relative_to(Path(settings.BASE_DIR).resolve()):
+        raise ValueError(f"{root} is inside the ark checkout; set ARK_EXPORT_DIR to a folder outside it "
+                         "(or use Download (zip))")
+    return root
+
+
 @require_POST
 def skill_export(request):
-    root = settings.SKILLS_DIR
     try:
+        root = _export_folder(request)
         written = skill_services.skill_export(actor=request.user, root=root)
     except (ValidationError, ValueError) as error:
-        messages.error(request, f"Export refused: {error_text(error)}")
+        messages.error(request, f"Export refused, nothing written: {error_text(error)}")
     else:
-        messages.success(request, f"Wrote {len(written)} files under {root}.")
+        messages.success(request, f"Wrote {len(written)} skill files under {root}.")
     return redirect("skills")
 
 

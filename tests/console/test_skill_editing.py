@@ -84,3 +84,26 @@ def test_a_skill_at_the_limit_saves_and_views(as_alice, doc, capsys):
     with capsys.disabled():
         print(f"\n256 KB skill (wall / CPU ms): save {saved[0] * 1000:.0f} / {saved[1] * 1000:.0f}, first view "
               f"{viewed[0] * 1000:.0f} / {viewed[1] * 1000:.0f}, next view {again * 1000:.0f} wall")
+
+
+def test_export_writes_into_a_named_folder_outside_the_checkout(as_alice, doc, settings, tmp_path):
+    settings.ARK_EXPORT_DIR = tmp_path
+    page = as_alice.get(reverse("skills")).content.decode()
+    assert f"into {tmp_path}/" in page and 'name="folder" value="skills-' in page
+    response = as_alice.post(reverse("skill_export"), {"folder": "mine/today"}, follow=True)
+    assert (tmp_path / "mine" / "today" / KEY).read_text() == text()
+    assert f"Wrote 1 skill files under {tmp_path / 'mine' / 'today'}" in response.content.decode()
+
+
+@pytest.mark.parametrize("folder", ["../out", "/tmp/elsewhere", "a/../../b"])
+def test_export_refuses_a_folder_that_leaves_the_export_root(as_alice, doc, settings, tmp_path, folder):
+    settings.ARK_EXPORT_DIR = tmp_path / "exports"
+    page = as_alice.post(reverse("skill_export"), {"folder": folder}, follow=True).content.decode()
+    assert "Export refused, nothing written" in page
+    assert not any(tmp_path.rglob("*.md")) and not (tmp_path.parent / "out").exists()
+
+
+def test_export_refuses_the_checkout_itself(as_alice, doc, settings):
+    settings.ARK_EXPORT_DIR = settings.BASE_DIR / "skills"
+    page = as_alice.post(reverse("skill_export"), {"folder": "copy"}, follow=True).content.decode()
+    assert "inside the ark checkout" in page and not (settings.BASE_DIR / "skills" / "copy").exists()

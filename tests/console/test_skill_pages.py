@@ -77,8 +77,10 @@ def test_download_is_a_zip_of_the_latest_revisions(as_charlie, alice, doc):
 
 @pytest.mark.parametrize("who, allowed", [("owner", True), ("reviewer", True), ("stranger", False)])
 def test_export_and_import_files(people, settings, tmp_path, doc, who, allowed):
+    settings.ARK_EXPORT_DIR = tmp_path.parent
     settings.SKILLS_DIR = tmp_path
-    assert people[who].post(reverse("skill_export")).status_code == (302 if allowed else 403)
+    response = people[who].post(reverse("skill_export"), {"folder": tmp_path.name})
+    assert response.status_code == (302 if allowed else 403)
     assert (tmp_path / KEY).exists() == allowed
     if allowed:
         (tmp_path / KEY).write_text(text("Edited on disk.\n"))
