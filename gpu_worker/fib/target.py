@@ -33,7 +33,7 @@ def definition_of(doc: dict) -> Definition:
 @lru_cache(maxsize=32)
 def _reference_run(source: str):
     namespace: dict = {}
-    exec(compile(source, "<definition reference>", "exec"), namespace)  # the Definition's own code
+    exec(compile(source, "<definition reference>", "exec"), namespace)  # noqa: S102 - the Definition's reference, imported by a person
     return namespace["run"]
 
 
@@ -78,7 +78,7 @@ class _Imported:
     def random_shape(self, profile: str, seed: int) -> Shape:
         rnd = random.Random(seed)
         for _ in range(100):
-            shape = {a: int(round(math.exp(rnd.uniform(math.log(max(lo, 1)), math.log(max(hi, 1))))))
+            shape = {a: round(math.exp(rnd.uniform(math.log(max(lo, 1)), math.log(max(hi, 1)))))
                      if hi > lo else lo for a, (lo, hi) in self.ranges.items()}
             shape = {a: min(max(v, self.ranges[a][0]), self.ranges[a][1]) for a, v in shape.items()}
             if self.ok(shape) and self.largest_input(shape) <= CPU_ELEMENTS:

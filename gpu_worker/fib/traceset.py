@@ -6,11 +6,25 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import shutil
 from pathlib import Path
 
-from flashinfer_bench import (BuildSpec, Correctness, Definition, Environment, Evaluation, EvaluationStatus,
-                              Performance, RandomInput, Solution, SourceFile, Trace, TraceSet, Workload)
+from flashinfer_bench import (
+    BuildSpec,
+    Correctness,
+    Definition,
+    Environment,
+    Evaluation,
+    EvaluationStatus,
+    Performance,
+    RandomInput,
+    Solution,
+    SourceFile,
+    Trace,
+    TraceSet,
+    Workload,
+)
 from flashinfer_bench.data.json_utils import save_json_file
 
 from ..contract import from_json, to_json
@@ -62,7 +76,7 @@ def traces_of(defn: Definition, solution: str, report: dict) -> tuple[list[Trace
     for s in verify.get("shapes") or []:
         if s.get("pass") is False:
             err = s.get("max_error")
-            finite = err is not None and err == err and err != float("inf")
+            finite = err is not None and math.isfinite(err)
             ev = Evaluation(status=EvaluationStatus.INCORRECT_NUMERICAL if finite else EvaluationStatus.RUNTIME_ERROR,
                             environment=env, timestamp=when, log=(s.get("message") or "")[:2000],
                             correctness=Correctness(max_absolute_error=err) if finite else None)

@@ -16,6 +16,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
+from gpu_worker.fib.document import DocumentError, parse_ranges, var_axes
 from loop.audit import event_write
 from loop.models import Candidate, Run, ServingConfig, Target
 from loop.roles import EDIT_THESIS, check_permission
@@ -29,7 +30,7 @@ def fib_call(command: str, payload: dict, *, timeout: float = TIMEOUT_S) -> dict
     """Run `python -m gpu_worker.fib <command>`; its answer, or ValidationError with its message."""
     try:
         done = subprocess.run([sys.executable, "-m", "gpu_worker.fib", command], input=json.dumps(payload),
-                              capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+                              capture_output=True, text=True, timeout=timeout, cwd=ROOT, check=False)
     except subprocess.TimeoutExpired:
         raise ValidationError(f"FlashInfer-Bench {command} took longer than {timeout:.0f} s") from None
     try:
@@ -42,11 +43,34 @@ def fib_call(command: str, payload: dict, *, timeout: float = TIMEOUT_S) -> dict
     return answer
 
 
+def _precheck(definition_text: str, workloads_text: str, ranges) -> None:
+    """What can be said without the package (no child process): the ranges' syntax, and a var axis with
+    neither a range nor workloads to take one from."""
+    try:
+        spans = parse_ranges(list(ranges))
+    except DocumentError as exc:
+        raise ValidationError(str(exc)) from None
+    try:
+        definition = json.loads(definition_text)
+    except json.JSONDecodeError as exc:
+        raise ValidationError(f"the definition is not JSON: {exc}") from None
+    if not isinstance(definition, dict):
+        raise ValidationError("the definition must be a JSON object (a FlashInfer-Bench Definition)")
+    missing = [a for a in var_axes(definition) if a not in spans]
+    if missing and not (workloads_text or "").strip():
+        raise ValidationError(f"no operating range for var axis {', '.join(missing)} "
+                              f"(give --range {missing[0]}=lo:hi, or workloads to take it from)")
+
+
 def fib_definition_import(*, actor, definition_text: str, workloads_text: str = "", ranges=(),
                           tolerance: dict | None = None, source: str = "") -> Target:
     """Create or replace the Target a FlashInfer-Bench Definition describes; its workloads, if any, become
     the target's workload profile (weights per cell). A built-in target's name is refused."""
     check_permission(actor, EDIT_THESIS)
+    _precheck(definition_text, workloads_text, ranges)
+    name = json.loads(definition_text).get("name")
+    if Target.objects.filter(name=str(name), document={}).exists():
+        raise ValidationError(f"{name} is a built-in target; an imported definition may not replace it")
     doc = fib_call("read", {"definition": definition_text, "workloads": workloads_text, "ranges": list(ranges),
                             "tolerance": tolerance})["document"]
     d = doc["definition"]
