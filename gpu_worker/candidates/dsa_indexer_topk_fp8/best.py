@@ -14,19 +14,33 @@ import torch
 import triton
 import triton.language as tl
 
-PARAMS = {"PAGES": 16, "num_warps": 4, "num_stages": 4, "MAP_BLOCK": 1024,
+PARAMS = {"BT": 64, "PAGES": 16, "num_warps": 4, "num_stages": 4, "MAP_BLOCK": 1024,
           "TK_BLOCK": 1024, "TK_TARGET_CTAS": 1024, "TK_MAX_C": 64, "TK_num_warps": 4, "TK_SMALL": 4096, "TK_SEL_WARPS": 16, "TK_NS": 64, "TK_G": 16, "TK_ALPHA_X2": 3, "TK_BETA": 12, "TK_ATOMIC": 1, "TK_SMALLT": 512, "TK_MIN_C": 16, "TK_SMALLR": 512, "TK_SPAN_BITS": 9, "TK_SMALLTA": 1024, "TK_HREG": 0, "TK_KD_WARPS": 4, "TK_PF": 2, "TK_SCAN_MAX_ROWS": 8, "TK_KA_WARPS": 8, "TK_PDL": 1, "TK_WARP": 1, "TK_KD_EARLY": 1}
-SPACE = {"PAGES": [8, 16, 32, 64], "num_warps": [4, 8], "num_stages": [2, 3, 4, 5]}
+SPACE = {"BT": [64, 128], "PAGES": [8, 16, 32, 64], "num_warps": [4, 8], "num_stages": [2, 3, 4, 5]}
 
 H_IDX = 64
 D_IDX = 128
 PAGE = 64
 TOPK = 2048
+CPU_BT = 1024  # tokens per step in Triton's CPU interpreter, where each op costs milliseconds
+
+
+@triton.jit
+def _e4m3(b):
+    """e4m3fn bytes (uint8) -> their exact f32 values, from the bits: Triton's CPU interpreter converts FP8
+    one element at a time (minutes per call), this is numpy-wide. NaN (0x7f/0xff) is not decoded."""
+    bi = b.to(tl.int32)
+    e = (bi >> 3) & 15
+    mnt = bi & 7
+    normal = (((bi & 128) << 24) | ((e + 120) << 23) | (mnt << 20)).to(tl.float32, bitcast=True)
+    sub = mnt.to(tl.float32) * 0.001953125
+    return tl.where(e == 0, tl.where(bi >= 128, -sub, sub), normal)
 
 
 @triton.jit(do_not_specialize=["B"])
 def _fp8_logits(q_ptr, kv_ptr, kf_ptr, w_ptr, len_ptr, bt_ptr, out_ptr, stride_bt, stride_om, B,
-                H: tl.constexpr, D: tl.constexpr, PG: tl.constexpr, PAGES: tl.constexpr, UPCAST: tl.constexpr):
+                H: tl.constexpr, D: tl.constexpr, PG: tl.constexpr, PAGES: tl.constexpr, BT: tl.constexpr,
+                UPCAST: tl.constexpr):
     """out[m, t] = scale_t * sum_h w[m, h] relu(q[m, h] . k_t) for the row's tokens t of pages
     [pid * PAGES, (pid + 1) * PAGES); kv_ptr is the cache as FP8 bytes, kf_ptr the same cache as f32 words."""
     m = tl.program_id(0)
@@ -36,23 +50,25 @@ def _fp8_logits(q_ptr, kv_ptr, kf_ptr, w_ptr, len_ptr, bt_ptr, out_ptr, stride_b
     p_hi = tl.minimum(p_lo + PAGES, (L + PG - 1) // PG)
     hh = tl.arange(0, H)
     dd = tl.arange(0, D)
-    tt = tl.arange(0, PG)
     q = tl.load(q_ptr + (m * H + hh).to(tl.int64)[:, None] * D + dd[None, :])
     w = tl.load(w_ptr + m * H + hh)
-    if UPCAST:  # Triton's CPU interpreter has no FP8 dot; FP8 products are exact in f32
-        q = q.to(tl.float32)
+    if UPCAST:  # CPU interpreter: bytes in, no FP8 dot there; FP8 products are exact in f32
+        q = _e4m3(q)
     qt = tl.trans(q)                                                   # [D, H]
     row_out = out_ptr + m.to(tl.int64) * stride_om
-    for p in range(p_lo, p_hi):
-        page = tl.load(bt_ptr + m.to(tl.int64) * stride_bt + p).to(tl.int64)
-        kb = tl.load(kv_ptr + page * (PG * (D + 4)) + tt[:, None] * D + dd[None, :])   # [PG, D] FP8
-        sc = tl.load(kf_ptr + page * (PG * (D + 4) // 4) + (PG * D // 4) + tt)         # [PG] f32
+    tok = tl.arange(0, BT)
+    for t0 in range(p_lo * PG, p_hi * PG, BT):                         # BT tokens: BT / 64 pages at a time
+        pos = t0 + tok
+        inb = pos < p_hi * PG
+        page = tl.load(bt_ptr + m.to(tl.int64) * stride_bt + pos // PG, mask=inb, other=0).to(tl.int64)
+        base = page * (PG * (D + 4)) + (pos % PG) * D
+        kb = tl.load(kv_ptr + base[:, None] + dd[None, :], mask=inb[:, None], other=0)        # [BT, D] FP8
+        sc = tl.load(kf_ptr + page * (PG * (D + 4) // 4) + (PG * D // 4) + pos % PG, mask=inb, other=0.0)
         if UPCAST:
-            kb = kb.to(tl.float32)
-        s = tl.dot(kb, qt)                                             # [PG, H] f32
+            kb = _e4m3(kb)
+        s = tl.dot(kb, qt)                                             # [BT, H] f32
         lg = tl.sum(tl.maximum(s, 0.0) * w[None, :], 1) * sc
-        pos = p * PG + tt
-        tl.store(row_out + pos, lg, mask=pos < L)
+        tl.store(row_out + pos, lg, mask=inb & (pos < L))
 
 
 @triton.jit
@@ -744,8 +760,10 @@ def forward(q_index_fp8, k_index_cache_fp8, weights, seq_lens, block_table):
     assert H == H_IDX and D == D_IDX and tuple(k_index_cache_fp8.shape[1:]) == (PAGE, 1, D + 4)
     dev = q_index_fp8.device
     q = q_index_fp8.contiguous()
+    if dev.type == "cpu":
+        q = q.view(torch.uint8)
     cache = k_index_cache_fp8.contiguous()
-    kv = cache.view(torch.float8_e4m3fn)
+    kv = cache.view(torch.float8_e4m3fn if dev.type != "cpu" else torch.uint8)
     kf = cache.view(torch.float32)
     weights = weights.to(torch.float32).contiguous()
     lengths = seq_lens.to(torch.int32).contiguous()
@@ -759,7 +777,8 @@ def forward(q_index_fp8, k_index_cache_fp8, weights, seq_lens, block_table):
     logits = torch.empty((B, N), dtype=torch.float32, device=dev)
     grid = (B, triton.cdiv(max_pages, p["PAGES"]))
     _fp8_logits[grid](q, kv, kf, weights, lengths, bt, logits, bt.stride(0), N, B, H=H, D=D, PG=PAGE,
-                      PAGES=p["PAGES"], UPCAST=dev.type == "cpu", num_warps=p["num_warps"],
+                      PAGES=p["PAGES"], BT=p["BT"] if dev.type != "cpu" else CPU_BT,
+                          UPCAST=dev.type == "cpu", num_warps=p["num_warps"],
                       num_stages=p["num_stages"])
     _topk(logits, lengths, TOPK, out, **{n[3:]: v for n, v in p.items() if n.startswith("TK_")})
     _to_global[(B, triton.cdiv(TOPK, p["MAP_BLOCK"]))](out, bt, bt.stride(0), TOPK, PG=PAGE, BLOCK=p["MAP_BLOCK"])
