@@ -3,7 +3,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import path
 
 from console.ratelimit import RateLimitedLoginView
-from console.views import audit, dashboard, deployments, review, runs, skills, submit, theses
+from console.views import audit, dashboard, deployments, review, runs, skills, submit, theses, users
 
 urlpatterns = [
     path("login/", RateLimitedLoginView.as_view(), name="login"),
@@ -48,6 +48,8 @@ urlpatterns = [
          name="deployment_download"),
     path("audit/", audit.audit_list, name="audit"),
     path("audit/export.csv", audit.audit_csv, name="audit_csv"),
+    path("users/", users.user_list, name="users"),
+    path("users/<int:pk>/roles/", users.user_roles, name="user_roles"),
     path("admin/", admin.site.urls),
 ]
 
