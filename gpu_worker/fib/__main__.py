@@ -1,4 +1,4 @@
-"""`python -m gpu_worker.fib read|export|promote`: JSON on stdin, one JSON object on stdout. The web side calls
+"""`python -m gpu_worker.fib read|export|promote|retime`: JSON on stdin, one JSON object on stdout. The web side calls
 this in a child process, since FlashInfer-Bench imports torch and the console and loop never do
 (docs/interop.md)."""
 
@@ -22,8 +22,11 @@ def main(argv: list[str]) -> int:
         elif command == "promote":
             from .traceset import promotion_traceset
             result = promotion_traceset(payload, payload["out"])
+        elif command == "retime":
+            from .retime import retime
+            result = retime(payload)
         else:
-            print(json.dumps({"ok": False, "error": f"unknown command {command!r}: read, export or promote"}))
+            print(json.dumps({"ok": False, "error": f"unknown command {command!r}: read, export, promote or retime"}))
             return 2
     except (DocumentError, ValueError, KeyError) as exc:
         print(json.dumps({"ok": False, "error": str(exc)}))
