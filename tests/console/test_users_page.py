@@ -60,3 +60,14 @@ def test_people_who_are_not_admins_cannot_open_or_post(as_alice, charlie):
     assert as_alice.post(reverse("user_roles", args=[charlie.pk]), {"roles": ["deployer"]}).status_code == 403
     assert roles.roles_of(charlie) == {"viewer"}
     assert "nav-users" not in as_alice.get(reverse("dashboard")).content.decode()
+
+
+def test_the_shell_command_adds_a_person_and_sets_roles(as_admin, monkeypatch, capsys):
+    from django.core.management import call_command
+
+    monkeypatch.setattr("builtins.input", lambda: "a-long-unusual-pass-9")
+    call_command("user_set", "gina", "--roles", "viewer", "--password-stdin")
+    call_command("user_set", "gina", "--roles", "reviewer,deployer")
+    gina = get_user_model().objects.get(username="gina")
+    assert roles.roles_of(gina) == {"reviewer", "deployer"} and gina.check_password("a-long-unusual-pass-9")
+    assert "gina: reviewer, deployer" in capsys.readouterr().out
