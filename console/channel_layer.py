@@ -4,7 +4,7 @@ channels_redis waits for a message with BZPOPMIN and a server-side timeout of `b
 redis-py 8 gives every connection a 5 s socket read timeout by default (it was None before). Both are
 5 s, so an idle wait ends on the client side first: "Timeout reading from 127.0.0.1:6379", the consumer
 dies and the browser reconnects, about every 6 s. This layer makes each connection's read timeout the
-wait plus a margin, so the server always answers first (docs/live-updates.md).
+wait plus a margin, so the server always answers first (docs/operations.md).
 """
 
 from channels_redis.core import RedisChannelLayer as _RedisChannelLayer

@@ -1,7 +1,7 @@
 """Markdown for theses and skills: raw HTML off at parse time (shown as text), then sanitised with nh3
 (docs/architecture.md). The parser is markdown-it's Rust port (markdown-it-pyrs), with the same rules as
 markdown-it-py but about ten times faster: markdown-it-py took 1.5 s for a 256 KB skill, which put a skill at
-the size limit far over 200 ms to view (docs/skills.md)."""
+the size limit far over 200 ms to view (docs/operations.md)."""
 
 import nh3
 from django.utils.safestring import SafeString, mark_safe

@@ -2,7 +2,7 @@
 H200 (bench/results/h200/2026-12-04/reports) imported as finished runs, and one run in gate mode on the demo
 thesis whose recorded candidates await review, so thesis -> candidates -> diff -> approve/veto -> promote ->
 rollback -> audit can be walked without a GPU. Every demo run says where and when it was recorded; nothing in
-it is live. Loading twice adds nothing (docs/demo.md)."""
+it is live. Loading twice adds nothing (docs/operations.md)."""
 
 from __future__ import annotations
 

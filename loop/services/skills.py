@@ -20,7 +20,7 @@ def _append_revision(*, doc: SkillDoc, text: str, author, note: str) -> SkillRev
     return SkillRevision.objects.create(doc=doc, number=number, text=text, author=author, note=note[:200])
 
 
-# A skill is context for a prompt and a page to read: past this it is several skills (docs/skills.md).
+# A skill is context for a prompt and a page to read: past this it is several skills (docs/operations.md).
 MAX_SKILL_BYTES = 256 * 1024
 
 

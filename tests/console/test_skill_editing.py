@@ -68,7 +68,7 @@ def test_a_skill_over_the_limit_is_refused_with_what_to_do(as_alice, doc):
 
 
 def test_a_skill_at_the_limit_saves_and_views(as_alice, doc, capsys):
-    """Not a timed test (the shared test machine's load varies): it prints the figures for docs/skills.md."""
+    """Not a timed test (the shared test machine's load varies): it prints the figures for docs/operations.md."""
     para = "## Section\n\nSome *text* with `code` and a [link](https://example.com) and more words.\n\n- one\n- two\n\n"
     body = para * ((MAX_SKILL_BYTES - len(text(""))) // len(para))
     clock = (time.perf_counter(), time.process_time())
