@@ -75,7 +75,7 @@ class GridAnalysis:
     def to_json(self) -> dict:
         return {"axes": list(self.axes), "rows": list(self.rows), "cols": list(self.cols),
                 "cells": [{"shape": {self.axes[0]: c.row, self.axes[1]: c.col}, "status": c.status,
-                           "ratio": c.ratio, "ci95": list(c.ci95), "reasons": list(c.reasons)}
+                           "ratio": c.ratio, "speedup": c.speedup, "ci95": list(c.ci95), "reasons": list(c.reasons)}
                           for c in sorted(self.cells.values(), key=lambda c: (c.row, c.col))],
                 "routes": list(self.routes)}
 

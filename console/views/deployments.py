@@ -167,12 +167,9 @@ def candidate_regions_promote(request, pk):
         try:
             if grid is None or not grid.routes:
                 raise ValidationError("This candidate wins no region of its target's grid: nothing to promote.")
-            evidence = {"candidate": candidate.pk, "evaluation": candidate.evaluations.order_by("-attempt").first().pk,
-                        "cells": [{"shape": {grid.axes[0]: c.row, grid.axes[1]: c.col}, "speedup": round(c.speedup, 4),
-                                   "ci95": [round(1 / c.ci95[1], 4), round(1 / c.ci95[0], 4)]} for c in grid.won]}
             config = deployment_services.deployment_promote(
                 actor=request.user, candidate=candidate, routes=list(grid.routes), note=form.cleaned_data["note"],
-                based_on=form.cleaned_data["based_on"], evidence=evidence)
+                based_on=form.cleaned_data["based_on"])
         except deployment_services.AlreadyDone as done:
             messages.info(request, error_text(done))
             return redirect("deployment", target=candidate.run.thesis.target.name, hardware=candidate.run.hardware)

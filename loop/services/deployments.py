@@ -97,7 +97,8 @@ def _box_overlay(current: list[dict], boxes: list[dict], kernel: dict, evidence:
             pieces = [p for piece in pieces for p in _subtract(piece, box["bounds"])]
         routes += [{**route, "bounds": p} for p in pieces]
     for box in boxes:
-        routes.append({"bounds": box["bounds"], "kernel": kernel, **({"evidence": evidence} if evidence else {})})
+        proof = evidence(box["bounds"]) if callable(evidence) else evidence
+        routes.append({"bounds": box["bounds"], "kernel": kernel, **({"evidence": proof} if proof else {})})
     return sorted(routes, key=lambda r: [(v[0], -1 if v[1] is None else v[1]) for v in r["bounds"].values()])
 
 
@@ -176,7 +177,7 @@ def _validate(document: dict) -> None:
 
 
 def deployment_promote(*, actor, candidate: Candidate, routes, note: str = "", based_on: int | None = None,
-                       evidence: dict | None = None) -> ServingConfig:
+                       evidence=None) -> ServingConfig:
     """A new serving-config version: the candidate on `routes`, everything else as before. `based_on`:
     the version in force when the person decided (0: none); see the module docstring."""
     check_permission(actor, PROMOTE)
@@ -192,6 +193,7 @@ def deployment_promote(*, actor, candidate: Candidate, routes, note: str = "", b
     ranges = normalise_routes(routes) if not boxes else [(r["bounds"], None) for r in boxes]
     target, hardware = run.thesis.target, run.hardware
     kernel = _kernel_ref(candidate)
+    evidence = evidence if evidence is not None else _evidence(candidate)
     with transaction.atomic():
         Target.objects.select_for_update().get(pk=target.pk)  # one promote or rollback per target at a time
         latest = _latest(target, hardware)
@@ -225,6 +227,24 @@ def deployment_promote(*, actor, candidate: Candidate, routes, note: str = "", b
             "based_on": based_on})
         transaction.on_commit(lambda: serving_export(config=config))
     return config
+
+
+def _evidence(candidate: Candidate):
+    """Per box: the candidate's won cells inside it, with speedup over the default and its interval, and
+    the evaluation they come from (what the dispatcher's explain shows). None when it has no grid."""
+    from loop.regions import analyze_candidate_grid, in_bounds
+
+    grid = analyze_candidate_grid(candidate, baseline="default")
+    evaluation = candidate.evaluations.order_by("-attempt").first()
+    if grid is None or evaluation is None:
+        return None
+
+    def for_box(bounds: dict) -> dict:
+        cells = [{"shape": shape, "speedup": round(c.speedup, 4), "ci95": [round(1 / c.ci95[1], 4), round(1 / c.ci95[0], 4)]}
+                 for c in grid.won if in_bounds(bounds, shape := {grid.axes[0]: c.row, grid.axes[1]: c.col})]
+        return {"candidate": candidate.pk, "evaluation": evaluation.pk, "baseline": "default", "cells": cells}
+
+    return for_box
 
 
 def _check_based_on(latest: ServingConfig | None, based_on: int | None, new_routes) -> None:
