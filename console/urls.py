@@ -3,7 +3,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import path
 
 from console.ratelimit import RateLimitedLoginView
-from console.views import audit, dashboard, deployments, review, runs, skills, submit, theses, users
+from console.views import audit, dashboard, deployments, interop, review, runs, skills, submit, theses, users
 
 urlpatterns = [
     path("login/", RateLimitedLoginView.as_view(), name="login"),
@@ -27,6 +27,8 @@ urlpatterns = [
     path("skills/view/<path:key>", skills.skill_detail, name="skill"),
     path("skills/edit/<path:key>", skills.skill_edit, name="skill_edit"),
     path("skills/history/<path:key>", skills.skill_history, name="skill_history"),
+    path("targets/import/", interop.definition_import, name="definition_import"),
+    path("runs/<int:pk>/traceset.zip", interop.run_traceset, name="run_traceset"),
     path("runs/<int:pk>/", runs.run_detail, name="run"),
     path("runs/<int:pk>/submit/", submit.run_submit, name="run_submit"),
     path("runs/<int:pk>/<str:action>/", runs.run_action, name="run_action"),
