@@ -67,7 +67,7 @@ def _fp8_logits(q_ptr, kv_ptr, kf_ptr, w_ptr, len_ptr, bt_ptr, out_ptr, stride_b
         inb = pos < p_hi * PG
         page = tl.load(bt_ptr + m.to(tl.int64) * stride_bt + pos // PG, mask=inb, other=0).to(tl.int64)
         base = page * (PG * (D + 4)) + (pos % PG) * D
-        kb = tl.load(kv_ptr + base[:, None] + dd[None, :], mask=inb[:, None], other=0)        # [BT, D] FP8
+        kb = tl.load(kv_ptr + base[:, None] + dd[None, :], mask=inb[:, None])   # [BT, D] FP8; masked tokens unstored
         sc = tl.load(kf_ptr + page * (PG * (D + 4) // 4) + (PG * D // 4) + pos % PG, mask=inb, other=0.0)
         if UPCAST:
             kb = _e4m3(kb)
