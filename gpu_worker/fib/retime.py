@@ -37,7 +37,7 @@ def fib_time_ms(fn, inputs) -> float:
     not judged: for microsecond kernels it times the launch (bench/results/h200/2026-12-04-fib)."""
     from flashinfer_bench.bench.timing import do_bench
 
-    clones = lambda: [t.clone() if isinstance(t, torch.Tensor) else t for t in inputs]  # noqa: E731
+    clones = lambda: [t.clone() if isinstance(t, torch.Tensor) else t for t in inputs]
     return do_bench(lambda args: fn(*args), warmup=10, rep=100, setup=clones, return_mode="mean")
 
 
