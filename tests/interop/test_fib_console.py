@@ -1,0 +1,59 @@
+"""The console's FlashInfer-Bench pages: the import form (a refused import re-shows the form with the reason,
+never a 500), a viewer may not import, and a run on a built-in target says why it cannot export."""
+
+import json
+from pathlib import Path
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.test import Client
+
+pytest.importorskip("flashinfer_bench", reason="the fib extra (flashinfer-bench) is not installed")
+
+DEF_PATH = Path(__file__).resolve().parents[2] / "gpu_worker" / "fib" / "definitions" / "fused_add_rmsnorm_h2048.json"
+
+
+def client_for(user) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def upload(text: str, name="def.json"):
+    return SimpleUploadedFile(name, text.encode(), content_type="application/json")
+
+
+def test_import_form_refuses_with_reasons_and_imports(alice, charlie):
+    from loop.models import Target
+
+    as_alice = client_for(alice)
+    page = as_alice.get("/theses/")
+    assert b'data-testid="import-definition"' in page.content
+    assert as_alice.get("/targets/import/").status_code == 200
+    refused = as_alice.post("/targets/import/", {"definition": upload(DEF_PATH.read_text()), "ranges": "batch_size=1-9"})
+    assert refused.status_code == 200 and b"expected axis=lo:hi" in refused.content
+    refused = as_alice.post("/targets/import/", {"definition": upload("{not json")})
+    assert refused.status_code == 200 and b"not JSON" in refused.content
+    refused = as_alice.post("/targets/import/", {"definition": upload(DEF_PATH.read_text())})
+    assert refused.status_code == 200 and b"no operating range for var axis batch_size" in refused.content
+    assert not Target.objects.filter(name="fused_add_rmsnorm_h2048").exists()
+    assert client_for(charlie).post("/targets/import/", {"definition": upload(DEF_PATH.read_text()),
+                                                          "ranges": "batch_size=1:64"}).status_code == 403
+    done = as_alice.post("/targets/import/", {"definition": upload(DEF_PATH.read_text()), "ranges": "batch_size=1:64",
+                                              "atol": "0.005"})
+    assert done.status_code == 302 and done["Location"].endswith("/theses/new/")
+    target = Target.objects.get(name="fused_add_rmsnorm_h2048")
+    assert target.axes == {"batch_size": [1, 64]} and target.document["tolerance"]["atol"] == 0.005
+    assert json.loads(json.dumps(target.document))["definition"]["name"] == target.name
+
+
+def test_a_builtin_targets_run_has_no_export_button_and_the_export_says_why(alice):
+    from loop.models import Run, Target, Thesis
+
+    target = Target.objects.create(name="add_rmsnorm", axes={"tokens": [1, 16384], "hidden": [2048, 8192]})
+    thesis = Thesis.objects.create(title="t", body="b", target=target, hardware="h200", owner=alice)
+    run = Run.objects.create(thesis=thesis, hardware="h200", proposer="human", created_by=alice)
+    as_alice = client_for(alice)
+    assert b'data-testid="export-traceset"' not in as_alice.get(f"/runs/{run.pk}/").content
+    answer = as_alice.post(f"/runs/{run.pk}/traceset.zip", follow=True)
+    assert answer.status_code == 200 and b"built-in target" in answer.content
