@@ -10,7 +10,7 @@ the console validates a config with the same parser the GPU side loads it with, 
 Ranges are half-open [lo, hi); hi null means unbounded. Whatever no route covers goes to the
 fallback, which must be "default"; without a fallback the routes must cover [0, inf).
 
-Over a target's two operating axes (docs/domain.md, Serving configs) a config names "axes" instead of
+Over a target's two operating axes (docs/domain.md, Winning regions) a config names "axes" instead of
 "axis", and each route is a box with explicit bounds on every axis and, optionally, the evidence it was
 promoted on; boxes may not overlap and the fallback is required (a shape outside every box is served by
 the default, never by the nearest box):

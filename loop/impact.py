@@ -1,5 +1,5 @@
 """What a promotion changes against the serving config in force now, weighted by the workload profile,
-and the tokens/s waterfall of a target's serving-config versions (docs/domain.md, Serving configs).
+and the tokens/s waterfall of a target's serving-config versions (docs/domain.md, Range analysis and promotion).
 
 Every number here is read from measured reports; where a comparison was never measured it says so
 ("not measured") instead of guessing.
@@ -165,6 +165,43 @@ def serving_waterfall(target, hardware: str) -> dict:
         steps.append({"version": config.version, "gain": gain, "level": now, "rolled_back_to": config.rolled_back_to,
                       "measured": gain is not None})
         previous = now
+    ceilings = {}
+    for report in reports.values():
+        for point in ((report or {}).get("stages") or {}).get("e2e", {}).get("points") or []:
+            if isinstance(point, dict) and point.get("zero_cost_tok_s") and (point.get("batch"), point.get("context")) in weights:
+                ceilings.setdefault((point["batch"], point["context"]), point["zero_cost_tok_s"])
+    ceiling = sum(weights[p] * ceilings[p] for p in points) if points and len(ceilings) == len(points) else None
     return {"base": base, "steps": steps, "points": [list(p) for p in points],
             "weighted_by": "workload profile" if shares and total_w else "equal weights (no workload profile)",
-            "ceiling": None}
+            "ceiling": ceiling}
+
+
+# --- the backlog ----------------------------------------------------------------------------------------
+
+def _kernel_share(report: dict | None) -> float | None:
+    """The kernel's share of a decode step, 1 - tokens/s with the default / tokens/s were it free, averaged
+    over the e2e points that measured a zero-cost run (`zero_cost_tok_s`); None when none did."""
+    shares = [1.0 - p["default_tok_s"] / p["zero_cost_tok_s"]
+              for p in ((report or {}).get("stages") or {}).get("e2e", {}).get("points") or []
+              if isinstance(p, dict) and p.get("default_tok_s") and p.get("zero_cost_tok_s")]
+    return sum(shares) / len(shares) if shares else None
+
+
+def target_backlog() -> list[dict]:
+    """Targets ranked by what is left to gain (Amdahl): the kernel's share of the step times its distance
+    to the ceiling (1 - the best kept kernel's fraction of the roofline floor). What no report measured is
+    None, and a target with an unknown product ranks after every known one."""
+    from loop.models import Target
+
+    rows = []
+    for target in Target.objects.order_by("name"):
+        kept = (Evaluation.objects.filter(candidate__run__thesis__target=target, candidate__status=Candidate.Status.KEPT)
+                .order_by("-id").values_list("report", flat=True))
+        fractions = [f for r in kept if isinstance(f := ((r or {}).get("summary") or {}).get("floor_fraction"), (int, float))]
+        shares = [s for r in kept if (s := _kernel_share(r)) is not None]
+        share = shares[0] if shares else None
+        distance = (1.0 - max(fractions)) if fractions else None
+        rows.append({"target": target, "share": share, "distance": distance, "kept": len(kept),
+                     "left": share * distance if share is not None and distance is not None else None})
+    return sorted(rows, key=lambda r: (r["left"] is None, -(r["left"] or 0.0), r["distance"] is None,
+                                       -(r["distance"] or 0.0), r["target"].name))

@@ -10,7 +10,7 @@ timed shapes, e.g. rows x n_ctx for dsa_topk. A cell is
 The candidate's routes are boxes with explicit bounds on both axes: a measured winning cell, and the
 space between winning cells when every corner of that space was measured and won. A shape outside every
 box goes to the default; nothing is extrapolated past the last measured value or snapped to the nearest
-cell (docs/domain.md, Serving configs).
+cell (docs/domain.md, Range analysis and promotion).
 """
 
 from __future__ import annotations

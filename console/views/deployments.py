@@ -34,7 +34,8 @@ def _pretty(config: ServingConfig) -> str:
 
 
 def deployment_list(request):
-    return render(request, "console/deployments/list.html", {"configs": selectors.serving_overview()})
+    return render(request, "console/deployments/list.html", {"configs": selectors.serving_overview(),
+                                                             "backlog": impact.target_backlog()})
 
 
 def _explain(request, current: ServingConfig) -> tuple[ExplainForm, dict | None]:

@@ -10,7 +10,7 @@ Routes are one-axis ranges ([lo, hi) of n_ctx) or boxes over the target's grid (
 box is promoted the target's configs route boxes. A promote or rollback names the version it was
 decided against (`based_on`): under a lock on the target row, a request whose version was superseded
 by the very same change is told it is already done, and one superseded by another change is refused,
-so two concurrent requests make one version (docs/domain.md, Serving configs).
+so two concurrent requests make one version (docs/domain.md, Range analysis and promotion).
 """
 
 from __future__ import annotations

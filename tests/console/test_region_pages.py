@@ -64,3 +64,9 @@ def test_explain_workload_and_waterfall_on_the_deployment_page(as_dana, small_ro
     page = as_dana.get(url)
     assert page.context["falls"]["weighted_by"] == "workload profile"
     assert page.context["falls"]["steps"][0]["measured"]
+
+
+def test_the_deployments_list_ranks_the_backlog_and_marks_unknown_ceilings(as_dana, small_rows):
+    page = as_dana.get(reverse("deployments")).content.decode()
+    assert 'data-testid="backlog-dsa_topk"' in page
+    assert "unknown (no zero-cost e2e run)" in page and "left to gain" in page

@@ -77,3 +77,28 @@ def test_a_version_whose_kernel_has_no_e2e_measurement_is_not_measured(make_run,
     deployment_promote(actor=dana, candidate=unmeasured, routes=list(analyze_candidate_grid(unmeasured).routes))
     steps = serving_waterfall(run.thesis.target, "h200")["steps"]
     assert steps[0]["measured"] and not steps[1]["measured"] and steps[1]["gain"] is None
+
+
+def test_the_backlog_ranks_by_share_times_distance_and_marks_what_is_unknown(make_run, live_worker, bob, dana):
+    from loop.impact import target_backlog
+    from loop.models import Target
+
+    live_worker()
+    run = make_run()
+    candidate = kept(run, BEST, author=bob, the_report=served_report())
+    Target.objects.get_or_create(name="add_rmsnorm", defaults={"axes": {"tokens": [1, 16384]}})
+    rows = {r["target"].name: r for r in target_backlog()}
+    assert rows[run.thesis.target.name]["share"] is None and rows[run.thesis.target.name]["left"] is None
+    # the report contract has no zero-cost run yet (docs/domain.md): a report that carries one is read
+    evaluation = candidate.evaluations.get()
+    for point in evaluation.report["stages"]["e2e"]["points"]:
+        point["zero_cost_tok_s"] = 1250.0  # the default's 1000 tokens/s: the kernel is 20% of the step
+    evaluation.save(update_fields=["report"])
+    rows = {r["target"].name: r for r in target_backlog()}
+    topk = rows[run.thesis.target.name]
+    assert topk["share"] == pytest.approx(0.2) and topk["distance"] == pytest.approx(0.7)  # floor_fraction 0.3
+    assert topk["left"] == pytest.approx(0.14)
+    assert rows["add_rmsnorm"]["left"] is None and rows["add_rmsnorm"]["distance"] is None
+    assert [r["target"].name for r in target_backlog()][0] == run.thesis.target.name
+    falls = serving_waterfall(run.thesis.target, "h200")
+    assert falls["ceiling"] is None  # nothing promoted: no kernel's report is read
