@@ -513,6 +513,22 @@ def _r_prefix(rr_row, k_eff, LEVEL: tl.constexpr):
     return prefix, pmask, k_rem
 
 
+@triton.jit
+def _r_count(dg, m, hist, FEW: tl.constexpr = 16):
+    """hist + the histogram of dg[m]. tl.histogram adds one shared-memory atomic per element, and elements of
+    one bin serialise: a tie bucket or a row of one exponent puts a whole block in one bin. So a block whose
+    digits span fewer than FEW bins is counted by FEW compare-and-sum reductions instead."""
+    bins = tl.arange(0, 256)
+    lo = tl.min(tl.where(m, dg, 256), 0)
+    hi = tl.max(tl.where(m, dg, -1), 0)
+    if hi - lo < FEW:
+        for j in tl.static_range(FEW):
+            hist += tl.where(bins == lo + j, tl.sum((m & (dg == lo + j)).to(tl.int32), 0), 0)
+    elif hi >= 0:
+        hist += tl.histogram(dg, 256, mask=m)
+    return hist
+
+
 @triton.jit(do_not_specialize=NO_SPEC)
 def _r_hist(x_ptr, stride_x, len_ptr, info_ptr, rr_ptr, hist_ptr, N, K, C, RR: tl.constexpr, LEVEL: tl.constexpr,
             BLOCK: tl.constexpr, PDL: tl.constexpr):
@@ -535,7 +551,7 @@ def _r_hist(x_ptr, stride_x, len_ptr, info_ptr, rr_ptr, hist_ptr, N, K, C, RR: t
             offs = start + tl.arange(0, BLOCK)
             m = offs < hi
             key = _key(tl.load(x_row + offs, mask=m, other=0.0))
-            hist += tl.histogram(((key >> (24 - 8 * LEVEL)) & 255).to(tl.int32), 256, mask=m & ((key & pmask) == prefix))
+            hist = _r_count(((key >> (24 - 8 * LEVEL)) & 255).to(tl.int32), m & ((key & pmask) == prefix), hist)
         hb = tl.arange(0, 256)
         tl.atomic_add(rr_row + LEVEL * 256 + hb, hist, mask=hist > 0, sem="relaxed")
         if LEVEL == 3:
