@@ -41,6 +41,13 @@ def pytest_collection_modifyitems(config, items):
         items[:] = keep
 
 
+@pytest.fixture(autouse=True)
+def _audit_anchor_of_this_test(tmp_path, settings):
+    """Each test anchors its committed events in a file of its own (loop/audit.py): tests flush the events
+    they wrote, so one anchor shared by the session would name events that are gone."""
+    settings.ARK_AUDIT_ANCHOR = str(tmp_path / "audit-anchor.log")
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _audit_unlocked_for_teardown():
     """Test teardown flushes tables; the event log's triggers allow that only while unlocked."""

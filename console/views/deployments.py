@@ -18,9 +18,10 @@ from console.views.common import error_text
 from loop import impact, selectors
 from loop.models import Candidate, ServingConfig, Target, WorkloadProfile
 from loop.regions import analyze_candidate_grid, grid_axes
+from loop.roles import PROMOTE, check_permission
 from loop.services import deployments as deployment_services
-from loop.services.workloads import workload_profile_set
 from loop.services.access import export_record
+from loop.services.workloads import workload_profile_set
 
 
 def _pretty(config: ServingConfig) -> str:
@@ -161,6 +162,7 @@ def candidate_regions(request, pk):
 
 @require_POST
 def candidate_regions_promote(request, pk):
+    check_permission(request.user, PROMOTE)  # before the grid: a viewer learns nothing from this POST
     candidate = get_object_or_404(Candidate.objects.select_related("run__thesis__target"), pk=pk)
     form = RegionPromoteForm(request.POST, user=request.user, request=request)
     if form.is_valid():

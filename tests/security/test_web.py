@@ -41,30 +41,20 @@ def named_routes() -> list[str]:
 
 
 def route_args(world, name: str) -> list:
-    config, key = world["config"], "hardware/h200/tma.md"
-    by_kind = {
-        "thesis": [world["thesis"].pk],
-        "run": [world["run"].pk],
-        "candidate": [world["candidate"].pk],
-        "skill": [key],
-        "deployment": [config.target.name, config.hardware],
-    }
-    special = {
-        "run_action": [world["run"].pk, "pause"],
-        "run_submit": [world["run"].pk],
-        "deployment_download": [config.target.name, config.hardware, config.version],
-        "thesis_edit": by_kind["thesis"],
-        "thesis_prioritise": by_kind["thesis"],
-        "run_start": by_kind["thesis"],
-        "skill_edit": [key],
-        "skill_history": [key],
-        "deployment_rollback": by_kind["deployment"],
-    }
-    if name in special:
-        return special[name]
-    if name.startswith("candidate_"):
-        return by_kind["candidate"]
-    return by_kind.get(name, [])
+    """Arguments for a named route, from the names of its URL parameters (new routes need no entry here)."""
+    (pattern,) = [p for p in get_resolver().url_patterns if isinstance(p, URLPattern) and p.name == name]
+    config = world["config"]
+    owners = {"thesis": world["thesis"].pk, "run": world["run"].pk, "candidate": world["candidate"].pk,
+              "user": world["thesis"].owner_id}
+    values = {"target": config.target.name, "hardware": config.hardware, "version": config.version,
+              "action": "pause", "key": "hardware/h200/tma.md"}
+    args = []
+    for parameter in pattern.pattern.converters:
+        if parameter == "pk":
+            args.append(next(v for prefix, v in owners.items() if name.startswith(prefix)))
+        else:
+            args.append(values[parameter])
+    return args
 
 
 def all_urls(world) -> dict[str, str]:
@@ -115,6 +105,11 @@ def action_posts(world) -> dict[str, dict]:
             "password": "charlie-password-1",
         },
         "deployment_rollback": {"to_version": 1, "password": "charlie-password-1"},
+        "candidate_regions_promote": {"based_on": 1, "note": "", "password": "charlie-password-1"},
+        "candidate_rebenchmark": {},
+        "run_submit": {"source": "def forward(x):\n    return x\n"},
+        "deployment_workload": {},
+        "user_roles": {"roles": ["reviewer"]},
     }
 
 
@@ -153,8 +148,10 @@ def test_static_files_are_public_and_admin_has_its_own_login(client):
 def test_a_viewer_posting_any_action_gets_403_and_nothing_changes(world, as_charlie):
     posts = action_posts(world)
     urls = all_urls(world)
-    assert set(posts) >= {n for n in urls if n.startswith(("candidate_", "deployment_rollback", "run_"))} - {
-        "candidate"
+    # Pages read by GET, and the run's TraceSet export (a read: a viewer may download it), are not actions.
+    reads = {"candidate", "candidate_regions", "run_traceset"}
+    assert set(posts) >= {n for n in urls if n.startswith(("candidate_", "deployment_", "run_", "user_"))} - reads - {
+        "deployment_download"
     }
     for name, body in posts.items():
         before = state()
