@@ -43,7 +43,8 @@ def run_waiting(run: Run) -> dict | None:
 def runs_waiting(runs) -> dict[int, dict]:
     """{run pk: waiting} for the active runs among `runs`, one query for all their hardware kinds."""
     kinds = {run.hardware for run in runs}
-    last = dict(Worker.objects.filter(hardware__in=kinds).values_list("hardware").annotate(last=Max("last_heartbeat")))
+    last = dict(Worker.objects.filter(hardware__in=kinds).order_by().values_list("hardware")
+                .annotate(last=Max("last_heartbeat")))
     deadline = _deadline()
     waiting = {}
     for run in runs:
