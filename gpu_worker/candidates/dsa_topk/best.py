@@ -1,10 +1,11 @@
-"""dsa_topk best: sampled-threshold radix select with key-linear digits. Sample a threshold, filter once with
-a slot per warp, place the candidates above the k-th value's digit from every program, rank that digit's few members; four launches chained by programmatic
-dependent launch.
+"""dsa_topk best: sampled-threshold radix select with key-linear digits, and a multi-program radix refine for the
+rows whose sample misses. Sample a threshold, filter once with a slot per warp, place the candidates above the
+k-th value's digit from every program, rank that digit's few members; rows where that cannot work are selected
+again by all of their programs. Nine launches chained by programmatic dependent launch.
 
 forward(logits f32[M, N], lengths int32[M], k) -> int32[M, k]
 
-Values map to order-preserving uint32 keys (as in seed.py). Four launches:
+Values map to order-preserving uint32 keys (as in seed.py). The common path:
   KA  grid (M,): S = NS x G samples (NS groups of G contiguous values, each group 16-byte aligned); thr is a key
       with at least r samples at or above it, r = 1.5 k S / L + 12 (about 5 standard deviations more than
       expected above the true k-th value): the lower edge of the bin that two 8-bit histogram levels pick.
@@ -25,14 +26,19 @@ Values map to order-preserving uint32 keys (as in seed.py). Four launches:
       suffix counts of the programs before it (no atomics, fixed order): mode 1 all candidates (n_gt ==
       k_eff); mode 2 (n_gt > k_eff, the k-th candidate's digit d < 255 with at most SMALLR members) the
       candidates of a larger digit to the output and d's members to the rank scratch. Other rows: mode 0.
-  KC  grid (M,): mode 2 ranks d's members pairwise on (key desc, index asc); mode 0 runs a one-program select for
-      the row: A) n_gt > k_eff: digit select from KB's histograms, or an exact radix select for big tie buckets; B) n_gt <
-      k_eff: every candidate, then the first values == thr in index order, or seed.py's exact one-program select
-      over the row when too few are equal (a misleading sample) or a region overflowed. Then the -1 padding.
-With PDL = 1 (a GPU only), KB, KD and KC are launched with programmatic dependent launch: each kernel's
-programs start while the one before finishes and wait (griddepcontrol.wait) before they read its output;
-KB's first logits loads go out before that wait.
-Exact as a set, deterministic as a set, no cap on tie buckets. How it came to be, step by step, with the
+  KC  grid (M,): mode 2 ranks d's members pairwise on (key desc, index asc); every row gets its -1 padding.
+The refine, for mode-0 rows (a region overflowed, too few candidates, a tie bucket or a crowded digit at the
+k-th value); its programs return at once on every other row:
+  R0-R3  grid (M, C): four 8-bit digits of the key from the top, each histogrammed over the keys that match
+      the digits chosen so far by all C programs of the row (integer atomics), each program choosing the same
+      digit from the same table. A block whose digits span fewer than 16 bins is counted by compare-and-sum
+      (tl.histogram's per-element shared atomics serialise on one hot bin).
+  RP  grid (M, C): keys above the k-th key T go to the output (a slot block per program block from the row's
+      counter); keys equal to T in index order, program c after the equal keys of the programs before it.
+Every pass of the refine costs the row's length divided by C: no row is selected by one program.
+With PDL = 1 (a GPU only), every launch after KA uses programmatic dependent launch: its programs start while the
+one before finishes and wait (griddepcontrol.wait) before they read its output; KB's first logits loads go out
+before that wait. Exact as a set, deterministic as a set, no cap on tie buckets. How it came to be, with the
 measurements of each step: docs/kernels.md; the retired variants: docs/history.md.
 """
 import torch
