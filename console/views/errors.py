@@ -60,7 +60,7 @@ def permission_denied(request, exception=None):
     else:
         # The services' other refusals are sentences already (e.g. "the candidate's author may not promote it").
         what = f"This was refused: {reason[0].upper() + reason[1:]}."
-        next_step = "Someone else has to do it; the audit log shows who may."
+        next_step = f"If it needs doing, ask someone who may, or an admin ({_admins()})."
     return _page(request, 403, "Not allowed", what, next_step)
 
 

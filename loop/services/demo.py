@@ -72,15 +72,17 @@ def demo_load(*, actor, path: Path = DEMO_REPORTS) -> dict:
             imported_device=device, imported_date=date, status=Run.Status.RUNNING,
             notice=f"Demo, {label}: these reports were measured on that GPU and loaded here; nothing in this run "
                    "is live. Its candidates await your review: open one, read its diff, approve or veto it.")
+        seed = None
         for number, (file, report, source) in enumerate(items, start=1):
             candidate = Candidate.objects.create(
-                run=run, number=number, source=source, source_hash=source_hash(source), proposer=PROPOSER,
+                run=run, number=number, parent=seed, source=source, source_hash=source_hash(source), proposer=PROPOSER,
                 proposal={"kind": "import", "file": file.name, "label": report["candidate_id"], "demo": True},
                 status=Candidate.Status.RUNNING, attempt=int(report["attempt"] or 1))
             Evaluation.objects.create(candidate=candidate, attempt=candidate.attempt, worker=f"import:{device}",
                                       hardware_fingerprint=report["hardware"] or {}, report=report,
                                       gpu_seconds=policy.gpu_seconds(report), **policy.summary_numbers(report))
             decision_apply(candidate=candidate, outcome=policy.decide(report, policy.RunPolicy.from_json(run.policy)))
+            seed = seed or candidate  # the best's parent is the seed: its page shows what the best changed
         Run.objects.filter(pk=run.pk).update(status=Run.Status.FINISHED, finished=timezone.now(),
                                              stop_reason=f"demo: {label}")
         event_write(type="run.imported", actor=actor, subject=run, run_id=run.pk, payload={

@@ -29,7 +29,7 @@ def test_the_demo_loads_once_with_candidates_awaiting_review(admin, capsys):
     assert gate.review_mode == "gate" and gate.hardware == "h200"
     assert "recorded on NVIDIA H200, 2026-12-04" in gate.notice and "nothing in this run is live" in gate.notice
     waiting = list(gate.candidates.filter(status=Candidate.Status.AWAITING_REVIEW).order_by("number"))
-    assert len(waiting) == 2 and all(c.source for c in waiting)
+    assert len(waiting) == 2 and all(c.source for c in waiting) and waiting[1].parent_id == waiting[0].pk
     imported = Run.objects.exclude(pk=gate.pk)
     assert imported.count() == 3 and set(imported.values_list("imported_date", flat=True)) == {"2026-12-04"}
     assert f"run {gate.pk}" in out and "2 candidates awaiting review" in out
