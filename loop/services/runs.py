@@ -90,6 +90,8 @@ def _transition(*, run: Run, actor, frm: tuple, to: str, event: str, reason: str
     check_permission(actor, EDIT_THESIS)
     with transaction.atomic():
         fields = {"status": to}
+        if to == Run.Status.RUNNING:
+            fields["stop_reason"] = ""  # a pause's reason (run_hold) no longer holds
         if to == Run.Status.STOPPED:
             fields.update(stop_reason=reason or f"stopped by {actor.get_username()}", finished=timezone.now())
         if not Run.objects.filter(pk=run.pk, status__in=frm).update(**fields):
@@ -117,7 +119,9 @@ def run_hold(*, run: Run, reason: str) -> bool:
     """The loop pauses a running run whose proposer cannot work (an LLM endpoint that fails its preflight):
     nothing is spent until a person fixes the configuration and resumes it."""
     with transaction.atomic():
-        if not Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING).update(status=Run.Status.PAUSED):
+        # The reason shows on the run page until a person resumes it (which clears it).
+        if not Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING).update(
+                status=Run.Status.PAUSED, stop_reason=f"paused by the loop: {reason}"[:200]):
             return False
         event_write(type="run.paused", actor="loop", subject=run, run_id=run.pk,
                     payload={"status": Run.Status.PAUSED, "reason": reason[:1000]})

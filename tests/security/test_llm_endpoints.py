@@ -147,6 +147,7 @@ def test_an_endpoint_that_breaks_during_a_run_pauses_it_without_spending_a_candi
     assert llm.propose(Run.objects.get(pk=run.pk)) is None
     run.refresh_from_db()
     assert run.status == "paused" and not Candidate.objects.filter(run=run).exists()
+    assert run.stop_reason.startswith("paused by the loop: The key for LLM endpoint 'local'")
     paused = Event.objects.get(type="run.paused", subject_id=str(run.pk))
     assert paused.actor == "loop" and "ARK_LLM_API_KEY is not set" in paused.payload["reason"]
     assert chat_requests(configured) == []
