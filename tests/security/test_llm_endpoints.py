@@ -151,3 +151,16 @@ def test_an_endpoint_that_breaks_during_a_run_pauses_it_without_spending_a_candi
     paused = Event.objects.get(type="run.paused", subject_id=str(run.pk))
     assert paused.actor == "loop" and "ARK_LLM_API_KEY is not set" in paused.payload["reason"]
     assert chat_requests(configured) == []
+
+
+def test_llm_check_reports_each_endpoint_and_model(servers, settings, capsys):
+    from django.core.management import call_command
+    from django.core.management.base import CommandError
+
+    configured, _ = servers
+    call_command("llm_check")
+    assert f"local kernel-coder-7b: ok ({configured.url})" in capsys.readouterr().out
+    settings.ARK_LLM_ENDPOINTS = endpoint_config(configured, models=["kernel-coder-7b", "missing-model"])
+    with pytest.raises(CommandError, match="1 endpoint/model pair"):
+        call_command("llm_check")
+    assert "does not serve model 'missing-model'" in capsys.readouterr().err
