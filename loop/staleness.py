@@ -57,6 +57,13 @@ def _number(candidate_id: int | None) -> int | None:
     return Candidate.objects.filter(pk=candidate_id).values_list("number", flat=True).first()
 
 
+def _against(candidate: Candidate) -> int | None:
+    if candidate.measured_against_id is None and candidate.measured_config_version is None:
+        # dispatched before these fields existed: the proposal's note of the incumbent, if any
+        return (candidate.proposal or {}).get("measured_against")
+    return candidate.measured_against_id
+
+
 def candidate_staleness(candidate: Candidate, *, config_now: int | None = None,
                         config_known: bool = False) -> Staleness | None:
     """None unless the candidate awaits review and what it was measured against has been superseded.
@@ -64,10 +71,7 @@ def candidate_staleness(candidate: Candidate, *, config_now: int | None = None,
     if candidate.status != Candidate.Status.AWAITING_REVIEW:
         return None
     run = candidate.run
-    against = candidate.measured_against_id
-    if against is None and candidate.measured_config_version is None:
-        # dispatched before these fields existed: the proposal's note of the incumbent, if any
-        against = (candidate.proposal or {}).get("measured_against")
+    against = _against(candidate)
     if not config_known:
         config_now = serving_version(run.thesis.target_id, run.hardware)
     incumbent_moved = against != run.incumbent_id
@@ -77,6 +81,17 @@ def candidate_staleness(candidate: Candidate, *, config_now: int | None = None,
     incumbent_now = run.incumbent.number if run.incumbent_id else None
     return Staleness(incumbent_then=_number(against), incumbent_now=incumbent_now, incumbent_now_id=run.incumbent_id,
                      config_then=candidate.measured_config_version, config_now=config_now)
+
+
+def measured_against_text(candidate: Candidate) -> str:
+    """What the candidate's last dispatch compared it with, in words ("" before any dispatch)."""
+    if candidate.attempt == 0 or (candidate.proposal or {}).get("kind") == "import":
+        return ""  # never dispatched, or measured elsewhere against what its report says
+    number = _number(_against(candidate))
+    text = f"measured against candidate #{number}" if number is not None else "measured against the default kernel"
+    if candidate.measured_config_version is not None:
+        text += f", serving config v{candidate.measured_config_version}"
+    return text
 
 
 def run_staleness(run, candidates) -> dict[int, Staleness]:

@@ -15,7 +15,7 @@ from loop import ranges, selectors
 from loop.models import Candidate, Run
 from loop.services import decisions, deployments
 from loop.services.runs import run_pause, run_resume, run_stop
-from loop.staleness import candidate_staleness, run_staleness
+from loop.staleness import candidate_staleness, measured_against_text, run_staleness
 from loop.waiting import run_waiting
 
 # The actions a run page may post, each to one service: a name outside this table is refused.
@@ -74,6 +74,7 @@ def _promote_initial(state: dict) -> tuple[str, dict | None, str]:
 def _candidate_context(request, candidate: Candidate, *, approve_form=None, veto_form=None, promote_form=None) -> dict:
     state = selectors.candidate_state(candidate)
     state["stale"] = candidate_staleness(candidate)
+    state["measured"] = measured_against_text(candidate)
     state["waiting"] = run_waiting(candidate.run) if not candidate.is_final else None
     parent_diff = candidate.diff
     if not parent_diff and candidate.parent_id:
@@ -102,7 +103,8 @@ def candidate_detail(request, pk):
     candidate = get_object_or_404(Candidate.objects.select_related("run__thesis__target", "parent", "author"), pk=pk)
     if request.htmx and request.GET.get("part") == "status":
         return render(request, "console/candidates/_status.html",
-                      {**selectors.candidate_state(candidate), "stale": candidate_staleness(candidate)})
+                      {**selectors.candidate_state(candidate), "stale": candidate_staleness(candidate),
+                       "measured": measured_against_text(candidate)})
     return render(request, "console/candidates/detail.html", _candidate_context(request, candidate))
 
 

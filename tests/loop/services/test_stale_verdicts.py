@@ -9,7 +9,7 @@ from loop.models import Event, OutboxMessage
 from loop.services.candidates import candidate_rebenchmark
 from loop.services.decisions import StaleVerdict, candidate_approve, candidate_veto, four_eyes_check
 from loop.services.deployments import deployment_promote
-from loop.staleness import candidate_staleness
+from loop.staleness import candidate_staleness, measured_against_text
 from tests.console import builders
 
 pytestmark = pytest.mark.django_db
@@ -57,6 +57,10 @@ def test_a_new_serving_config_makes_a_waiting_candidate_stale(alice, bob, dana):
     assert candidate_staleness(waiting) is None
     deployment_promote(actor=dana, candidate=kept, routes=[{"lo": 0, "hi": None, "kernel": "candidate"}])
     assert candidate_staleness(waiting).text == "serving config was no serving config, now v1"
+    assert measured_against_text(waiting) == f"measured against candidate #{kept.number}"
+    later = builders.evaluated(run, builders.passing_report(speedup=1.5), tag="later")
+    assert measured_against_text(later) == f"measured against candidate #{kept.number}, serving config v1"
+    assert candidate_staleness(later) is None
 
 
 def test_a_rebenchmark_queues_the_same_source_against_the_current_incumbent(two_waiting, bob, charlie):
