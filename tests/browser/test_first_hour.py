@@ -1,6 +1,7 @@
 """The first hour in a browser: the recorded demo walked from thesis to audit, an idle live page that stays
 connected, a skill save that conflicts, the error pages, and plotly's bundle arriving compressed."""
 
+import re
 import time
 
 import pytest
@@ -86,6 +87,47 @@ def test_an_idle_page_keeps_its_socket(console_url, page, alice):
     candidate = in_thread(builders.submit, run, tag="after-idle")
     expect(page.get_by_test_id(f"candidate-row-{candidate.number}")).to_be_visible(timeout=10_000)
     assert page.evaluate("document.body.dataset.reconnects") is None
+
+
+def _web_workers(console_url: str) -> list[int]:
+    """The pids of the console's gunicorn workers under test: children of the master, same command line."""
+    from pathlib import Path
+
+    bind = console_url.removeprefix("http://").encode()
+
+    def cmdline(pid) -> bytes:
+        try:
+            return Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            return b""
+
+    def parent(pid) -> int:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+    pids = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and bind in cmdline(p.name)]
+    return [pid for pid in pids if bind in cmdline(parent(pid))]
+
+
+def test_a_reconnect_is_shown_and_resyncs_only_when_it_happens(console_url, page, alice):
+    """A web worker dies (gunicorn starts another): the page reconnects, says so, and re-reads what it missed."""
+    import os
+    import signal
+
+    from tests.console import builders
+    from tests.conftest import wait_until
+
+    run = in_thread(builders.make_run, alice)
+    login(page, console_url, "alice")
+    page.goto(f"{console_url}/runs/{run.pk}/")
+    wait_live(page)
+    assert page.evaluate("document.body.dataset.reconnects") is None
+    expect(page.locator("#live-status")).to_have_attribute("title", "live updates")
+    (worker,) = _web_workers(console_url)
+    os.kill(worker, signal.SIGKILL)
+    candidate = in_thread(builders.submit, run, tag="while-away")  # its event reaches no socket
+    wait_until(lambda: page.evaluate("document.body.dataset.reconnects") == "1", timeout_s=30)
+    expect(page.locator("#live-status")).to_have_attribute("title", re.compile("reconnected at"))
+    expect(page.get_by_test_id(f"candidate-row-{candidate.number}")).to_be_visible(timeout=10_000)
 
 
 def test_a_conflicting_skill_save_shows_both_versions(console_url, page, alice, bob):
