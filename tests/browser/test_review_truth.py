@@ -51,6 +51,12 @@ def test_after_an_approval_the_other_candidate_is_stale_and_asks_before_approval
     assert confirmed["stale"]["incumbent_now"] == first.number
 
 
+def _seed_text() -> str:
+    from loop.services.targets import target_seed_source
+
+    return target_seed_source(Target.objects.get(name="add_rmsnorm"))
+
+
 def _human_run(alice, hardware):
     from loop.services.runs import run_start
     from loop.services.targets import target_sync
@@ -72,6 +78,10 @@ def test_a_person_submits_from_the_browser_and_follows_it_to_its_verdict(
     expect(editor).to_contain_text("def forward")  # the target's seed, highlighted in the editor
     expect(editor.locator(".cm-keyword").first).to_be_visible()
 
+    seed = in_thread(_seed_text)
+    page.locator("input[name=upload]").set_input_files(
+        files=[{"name": "mine.py", "mimeType": "text/x-python", "buffer": (seed + "# uploaded\n").encode()}])
+    expect(editor).to_contain_text("# uploaded")  # the file is read into the editor, then edited there
     editor.locator(".CodeMirror-code").click()
     page.keyboard.press("Control+End")
     page.keyboard.type("\n# tried from the browser\n")
@@ -88,6 +98,7 @@ def test_a_person_submits_from_the_browser_and_follows_it_to_its_verdict(
     expect(status).to_have_text("reverted", timeout=VERDICT_S)  # CPU mode: verified, never kept untimed
     candidate = in_thread(lambda: run.candidates.get())
     assert candidate.author.username == "bob" and "# tried from the browser" in candidate.source
+    assert "# uploaded" in candidate.source
     assert candidate.reason_code == "unmeasured" and candidate.evaluations.count() == 1
     expect(page.get_by_test_id("decisions")).to_contain_text("Verified correct")
 
