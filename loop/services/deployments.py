@@ -31,6 +31,7 @@ from loop.audit import event_write
 from loop.hardware import hardware_slug, path_inside
 from loop.models import Candidate, Run, ServingConfig, Target
 from loop.roles import PROMOTE, check_permission
+from loop.services.fib import fib_promotion_export
 
 log = logging.getLogger(__name__)
 
@@ -332,8 +333,6 @@ def serving_export(*, config: ServingConfig) -> Path:
     if latest is not None and latest.pk == config.pk:
         _write_atomic(export_path(config.target.name, config.hardware), text)
     if config.target.document:  # an imported target: the TraceSet flashinfer_bench.apply serves (docs/interop.md)
-        from loop.services.fib import fib_promotion_export
-
         try:
             fib_promotion_export(config=config)
         except ValidationError:
