@@ -9,21 +9,22 @@ import sys
 def main(argv: list[str]) -> int:
     command = argv[0] if argv else ""
     payload = json.loads(sys.stdin.read() or "{}")
+    # local: each command loads only what it needs (read and export need no GPU, retime no package readers)
     from .document import DocumentError
 
     try:
         if command == "read":
-            from .reader import build_document
+            from .reader import build_document  # local: see above
             result = {"document": build_document(payload["definition"], payload.get("workloads") or "",
                                                  payload.get("ranges"), payload.get("tolerance"))}
         elif command == "export":
-            from .traceset import export_traceset
+            from .traceset import export_traceset  # local: see above
             result = export_traceset(payload, payload["out"])
         elif command == "promote":
-            from .traceset import promotion_traceset
+            from .traceset import promotion_traceset  # local: see above
             result = promotion_traceset(payload, payload["out"])
         elif command == "retime":
-            from .retime import retime
+            from .retime import retime  # local: see above
             result = retime(payload)
         else:
             print(json.dumps({"ok": False, "error": f"unknown command {command!r}: read, export, promote or retime"}))

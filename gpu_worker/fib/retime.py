@@ -27,7 +27,7 @@ def _load(source: str):
 
 def graph_time_ms(fn, inputs) -> float:
     """The confirming timer: CUDA-graph replay, as ark's benchmark times (no launch overhead in the time)."""
-    import triton.testing
+    import triton.testing  # local: only a GPU host times anything
 
     return triton.testing.do_bench_cudagraph(lambda: fn(*inputs), rep=100, return_mode="mean")
 
@@ -35,7 +35,7 @@ def graph_time_ms(fn, inputs) -> float:
 def fib_time_ms(fn, inputs) -> float:
     """FlashInfer-Bench's timer: eager launches, inputs cloned and the L2 flushed before every call. Recorded,
     not judged: for microsecond kernels it times the launch (bench/results/h200/2026-12-04-fib)."""
-    from flashinfer_bench.bench.timing import do_bench
+    from flashinfer_bench.bench.timing import do_bench  # local: only imported targets need the package
 
     clones = lambda: [t.clone() if isinstance(t, torch.Tensor) else t for t in inputs]
     return do_bench(lambda args: fn(*args), warmup=10, rep=100, setup=clones, return_mode="mean")
