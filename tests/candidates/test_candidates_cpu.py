@@ -78,7 +78,7 @@ def test_dsa_topk_exact_and_deterministic(rel, params):
 
 
 IDX_TK = {"N_PER_PROG": 128, "BLOCK_N": 64, "TK_BLOCK": 256, "TK_TARGET_CTAS": 8, "TK_SMALL": 512, "TK_NS": 32,
-          "TK_G": 8, "TK_SMALLT": 64}
+          "TK_G": 8, "TK_RBLOCK": 256}
 IDX = [("dsa_indexer_topk/seed.py", {"CHUNK": 256, "N_PER_PROG": 128, "BLOCK_N": 64, "MERGE_BLOCK": 256}),
        ("dsa_indexer_topk/seed.py", {"CHUNK": 256, "N_PER_PROG": 128, "BLOCK_N": 64, "MERGE_BLOCK": 256,
                                      "TRANS": 0, "ROWS": 1}),

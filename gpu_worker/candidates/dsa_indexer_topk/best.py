@@ -9,7 +9,7 @@ import triton
 import triton.language as tl
 
 PARAMS = {"ROWS": 4, "BLOCK_N": 64, "N_PER_PROG": 4096, "TRANS": 1, "num_warps": 8, "num_stages": 3,
-          "TK_BLOCK": 1024, "TK_TARGET_CTAS": 1024, "TK_MAX_C": 64, "TK_num_warps": 4, "TK_SMALL": 4096, "TK_SEL_WARPS": 16, "TK_NS": 64, "TK_G": 16, "TK_ALPHA_X2": 3, "TK_BETA": 12, "TK_ATOMIC": 1, "TK_SMALLT": 512, "TK_MIN_C": 16, "TK_SMALLR": 512, "TK_SPAN_BITS": 9, "TK_SMALLTA": 1024, "TK_HREG": 0, "TK_KD_WARPS": 4, "TK_PF": 2, "TK_SCAN_MAX_ROWS": 8, "TK_KA_WARPS": 8, "TK_PDL": 1, "TK_WARP": 1, "TK_KD_EARLY": 1}
+          "TK_BLOCK": 1024, "TK_TARGET_CTAS": 1024, "TK_MAX_C": 64, "TK_num_warps": 4, "TK_SMALL": 4096, "TK_SEL_WARPS": 16, "TK_NS": 64, "TK_G": 16, "TK_ALPHA_X2": 3, "TK_BETA": 12, "TK_ATOMIC": 1, "TK_MIN_C": 16, "TK_SMALLR": 512, "TK_SPAN_BITS": 9, "TK_SMALLTA": 1024, "TK_HREG": 0, "TK_KD_WARPS": 4, "TK_PF": 2, "TK_SCAN_MAX_ROWS": 8, "TK_KA_WARPS": 8, "TK_PDL": 1, "TK_WARP": 1, "TK_KD_EARLY": 1, "TK_RBLOCK": 2048}
 SPACE = {"ROWS": [1, 2, 4], "BLOCK_N": [64, 128, 256], "N_PER_PROG": [1024, 2048, 4096, 8192], "TRANS": [0, 1],
          "num_warps": [4, 8], "num_stages": [2, 3, 4], "TK_NS": [128, 256], "TK_SEL_WARPS": [8, 16],
          "TK_SPAN_BITS": [8, 9, 10], "TK_PDL": [0, 1]}
@@ -66,7 +66,7 @@ def _logits_kernel(q_ptr, k_ptr, w_ptr, len_ptr, out_ptr, stride_om, M, s0, cw,
         tl.store(optr, lg, mask=mm[:, None] & nm[None, :])
 
 
-# FOLD BEGIN: written by gpu_worker/candidates/fold_topk.py from topk_value_digits.py, digest 2b4970d831121f56
+# FOLD BEGIN: written by gpu_worker/candidates/fold_topk.py from topk_value_digits.py, digest 6d3880b9e8798008
 
 
 @triton.jit
@@ -116,46 +116,6 @@ def _pick_n(hist, k_rem, NB: tl.constexpr):
     bins = tl.arange(0, NB)
     dsel, k_rem = _pick(hist, k_rem, NB)
     return dsel, k_rem, tl.sum(tl.where(bins == dsel, hist, 0), 0)
-
-
-@triton.jit
-def _levels(d, active, k_rem, prefix):
-    """Digits 2..4 (bits 23..0) of the radix select whose first digit is prefix's top byte."""
-    pmask = tl.full([], 0xFF000000, tl.uint32)
-    for s in tl.static_range(16, -8, -8):
-        hist = tl.histogram(((d >> s) & 255).to(tl.int32), 256, mask=active & ((d & pmask) == prefix))
-        dsel, k_rem = _pick(hist, k_rem, 256)
-        prefix = prefix | (dsel.to(tl.uint32) << s)
-        pmask = pmask | tl.full([], 255 << s, tl.uint32)
-    return prefix, k_rem
-
-
-@triton.jit
-def _radix_top(d, active, k_rem, scr_ptr, SMALLT: tl.constexpr):
-    """Exact k_rem-th largest of d[active] (uint32) by four 8-bit histogram levels.
-    Returns (T, need): T the value, need how many elements equal to T belong to the top k_rem.
-    tl.histogram costs per element of the tile, masked or not, and more when many elements hit one
-    bin. So the values are first shifted left until the largest uses the top bit (the first level
-    then spreads over its 256 bins), and the members of the chosen first-level bin (usually tens)
-    are compacted through scr_ptr into a SMALLT tile for the last three levels."""
-    hi = tl.max(tl.where(active, d, 0), 0)
-    nbits = ((hi.to(tl.float32).to(tl.int32, bitcast=True) >> 23) - 126)   # >= bit length of hi (or 1 more)
-    sh = tl.minimum(tl.maximum(32 - nbits, 0), 31).to(tl.uint32)
-    d = d << sh
-    top = (d >> 24).to(tl.int32)
-    dsel, k_rem, cnt = _pick_n(tl.histogram(top, 256, mask=active), k_rem, 256)
-    prefix = dsel.to(tl.uint32) << 24
-    inb = active & (top == dsel)
-    if cnt <= SMALLT:
-        tl.store(scr_ptr + tl.cumsum(inb.to(tl.int32), 0) - 1, d.to(tl.int32, bitcast=True), mask=inb)
-        tl.debug_barrier()   # bar.sync: the CTA's global stores are visible to the CTA
-        o = tl.arange(0, SMALLT)
-        m2 = o < cnt
-        d2 = tl.load(scr_ptr + o, mask=m2, other=0).to(tl.uint32, bitcast=True)
-        prefix, k_rem = _levels(d2, m2, k_rem, prefix)
-    else:
-        prefix, k_rem = _levels(d, inb, k_rem, prefix)
-    return prefix >> sh, k_rem
 
 
 @triton.jit
@@ -452,41 +412,6 @@ def _kb_filter(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, hist_
 
 
 @triton.jit
-def _fallback_row(x_row, o_row, L, k_eff, BLOCK: tl.constexpr):
-    """seed.py's exact one-program select over the whole row (only for rows whose sample misled)."""
-    prefix = tl.zeros([], dtype=tl.uint32)
-    pmask = tl.zeros([], dtype=tl.uint32)
-    k_rem = k_eff
-    for s in tl.static_range(24, -8, -8):
-        hist = tl.zeros([256], dtype=tl.int32)
-        for start in range(0, L, BLOCK):
-            offs = start + tl.arange(0, BLOCK)
-            m = offs < L
-            key = _key(tl.load(x_row + offs, mask=m, other=0.0))
-            hist += tl.histogram(((key >> s) & 255).to(tl.int32), 256, mask=m & ((key & pmask) == prefix))
-        dsel, k_rem = _pick(hist, k_rem, 256)
-        prefix = prefix | (dsel.to(tl.uint32) << s)
-        pmask = pmask | tl.full([], 255 << s, tl.uint32)
-    n_gt = k_eff - k_rem
-    cnt_gt = 0
-    cnt_eq = 0
-    for start in range(0, L, BLOCK):
-        offs = start + tl.arange(0, BLOCK)
-        m = offs < L
-        key = _key(tl.load(x_row + offs, mask=m, other=0.0))
-        is_gt = m & (key > prefix)
-        is_eq = m & (key == prefix)
-        v = is_gt.to(tl.int32) + (is_eq.to(tl.int32) << 16)
-        cs = tl.cumsum(v, 0)
-        tl.store(o_row + cnt_gt + (cs & 65535) - 1, offs, mask=is_gt)
-        ce = cnt_eq + (cs >> 16)
-        tl.store(o_row + n_gt + ce - 1, offs, mask=is_eq & (ce <= k_rem))
-        tot = tl.sum(v, 0)
-        cnt_gt += tot & 65535
-        cnt_eq += tot >> 16
-
-
-@triton.jit
 def _rank_store(rs, cnt, k_rem, o_at, R: tl.constexpr, SMALLR: tl.constexpr):
     """The first k_rem of the cnt <= R (key, index) pairs at rs (keys) and rs + SMALLR (indices), ordered
     by key descending then index ascending, each ranked against all R in 64 x R tiles; their indices
@@ -509,8 +434,8 @@ def _rank_store(rs, cnt, k_rem, o_at, R: tl.constexpr, SMALLR: tl.constexpr):
 
 
 @triton.jit(do_not_specialize=NO_SPEC)
-def _kd_place(len_ptr, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, hist_ptr, rh_ptr, rscr_ptr, info_ptr, out_ptr, stride_o, N, K, C,
-              RC, CB: tl.constexpr, RT: tl.constexpr, SMALLR: tl.constexpr, PDL: tl.constexpr,
+def _kd_place(len_ptr, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, hist_ptr, rh_ptr, rscr_ptr, info_ptr, rr_ptr, out_ptr, stride_o,
+              N, K, C, RC, RR: tl.constexpr, CB: tl.constexpr, RT: tl.constexpr, SMALLR: tl.constexpr, PDL: tl.constexpr,
               EARLY: tl.constexpr):
     """grid (M, C): KC's two common cases spread over the row's C programs, each placing its own region.
     Every program of a row reads the same counts and tables and so reaches the same decision:
@@ -518,7 +443,8 @@ def _kd_place(len_ptr, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, hist_ptr, rh_ptr, rscr_
       mode 2, path A with a chosen digit dsel < 255 of at most SMALLR members: its candidates of a larger
         digit go to the output, its members of dsel to the row's rank scratch, at offsets read from two columns
         of the suffix counts of the programs before it (no atomics: deterministic). KC ranks the members.
-      mode 0: anything else (and regions of more than RT = RC candidates): KC does the whole row as before.
+      mode 0: anything else (a region overflowed, too few candidates, a big or top digit bin): the refine
+        kernels (_r_hist, _r_place) select the row over all its C programs; program 0 zeroes their scratch.
     Program 0 of the row records the mode, k_rem and the member count for KC.
     EARLY: the region's RT slots load right after the wait, unmasked, beside the counts (one round trip less);
     the slots past the program's count hold stale values that the masks drop."""
@@ -543,6 +469,10 @@ def _kd_place(len_ptr, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, hist_ptr, rh_ptr, rscr_
     ok = tl.max(gts, 0) <= tl.minimum(RC, RT)
     mode = tl.where(ok & (n_gt == k_eff), 1, tl.where(ok & (n_gt > k_eff) & (dsel < 255) & (cnt <= SMALLR), 2, 0))
     if c == 0:
+        if mode == 0:
+            rb = tl.arange(0, 1024)
+            tl.store(rr_ptr + row * RR + rb, tl.zeros([1024], dtype=tl.int32))      # the four level histograms
+            tl.store(rr_ptr + row * RR + 1024, 0)                                   # keys above the k-th placed
         tl.store(info_ptr + row * 4, mode)
         tl.store(info_ptr + row * 4 + 1, k_rem)
         tl.store(info_ptr + row * 4 + 2, cnt)
@@ -579,17 +509,16 @@ def _kd_place(len_ptr, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, hist_ptr, rh_ptr, rscr_
 
 
 @triton.jit(do_not_specialize=NO_SPEC)
-def _kc_select(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, rh_ptr, scr_ptr, rscr_ptr, info_ptr,
-               out_ptr, stride_o, N, K, C, RC, CB: tl.constexpr, TILE: tl.constexpr, BLOCK: tl.constexpr,
-               KBLOCK: tl.constexpr, SMALLT: tl.constexpr, SMALLR: tl.constexpr, PDL: tl.constexpr):
+def _kc_select(len_ptr, rscr_ptr, info_ptr, out_ptr, stride_o, N, K, KBLOCK: tl.constexpr, SMALLR: tl.constexpr,
+               PDL: tl.constexpr):
+    """grid (M,): mode 2 ranks dsel's members (at most SMALLR); every row gets its -1 padding."""
     if PDL:
         tl.extra.cuda.gdc_wait()       # KD's placements and decisions
+        tl.extra.cuda.gdc_launch_dependents()
     row = tl.program_id(0)
     o_row = out_ptr + row.to(tl.int64) * stride_o
     L, k_eff = _row_len(len_ptr, row, N, K)
-    mode = tl.load(info_ptr + row * 4)
-    if mode == 2:
-        # KD placed the candidates above digit dsel and gathered its members: rank them
+    if tl.load(info_ptr + row * 4) == 2:
         k_rem = tl.load(info_ptr + row * 4 + 1)
         cnt = tl.load(info_ptr + row * 4 + 2)
         rs = rscr_ptr + row * 2 * SMALLR
@@ -597,95 +526,115 @@ def _kc_select(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, rh_pt
             _rank_store(rs, cnt, k_rem, o_row + (k_eff - k_rem), 64, SMALLR)
         else:
             _rank_store(rs, cnt, k_rem, o_row + (k_eff - k_rem), SMALLR, SMALLR)
-    elif mode == 0:
-        _kc_row(x_ptr, stride_x, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, rh_ptr, scr_ptr, rscr_ptr, o_row, row, L, k_eff,
-                C, RC, CB, TILE, BLOCK, SMALLT, SMALLR)
     for start in range(0, K, KBLOCK):
         o3 = start + tl.arange(0, KBLOCK)
         tl.store(o_row + o3, tl.full([KBLOCK], -1, tl.int32), mask=(o3 >= k_eff) & (o3 < K))
 
 
+# The refine (mode-0 rows only; the programs of every other row return at once): an exact radix select over
+# the row's keys, four 8-bit digits from the top, each digit's histogram built by all C programs of the row
+# (integer atomics into rr), then one placement pass by the same programs. No sample, so nothing can miss;
+# every pass costs the row's length divided by C. rr[row]: 4 x 256 level histograms, then the count of keys
+# above the k-th placed so far. Ties at the k-th key go by index: program c takes them after the equal keys
+# of the programs before it (their level-4 histograms, kept per program in hist_ptr).
 @triton.jit
-def _kc_row(x_ptr, stride_x, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, rh_ptr, scr_ptr, rscr_ptr, o_row, row, L, k_eff,
-            C, RC, CB: tl.constexpr, TILE: tl.constexpr, BLOCK: tl.constexpr, SMALLT: tl.constexpr,
-            SMALLR: tl.constexpr):
-    """KC for one row (the rows KD left: mode 0)."""
-    x_row = x_ptr + row.to(tl.int64) * stride_x
-    thr = tl.load(thr_ptr + row * 2).to(tl.uint32, bitcast=True)
-    sc = tl.load(thr_ptr + row * 2 + 1).to(tl.float32, bitcast=True)     # the digit scale
-    # the candidate tile, 1-D: slot j of program c's region is live when j < n_gt[c]
-    offs = tl.arange(0, TILE)
-    c_of = offs // RC
-    cm = c_of < C
-    n_c = tl.load(cnt_ptr + row * C + c_of, mask=cm, other=0)
-    live = cm & (offs % RC < n_c)
-    cs_ = tl.arange(0, CB)
-    gts = tl.load(cnt_ptr + row * C + cs_, mask=cs_ < C, other=0)
-    n_gt = tl.sum(gts, 0)
-    overflow = tl.max(gts, 0) > RC
-    slot = (row * C).to(tl.int64) * RC + offs
-    if overflow:
-        _fallback_row(x_row, o_row, L, k_eff, BLOCK)
-    elif n_gt == k_eff:
-        # every candidate (short rows: all their values)
-        idx = tl.load(ci_ptr + slot, mask=live, other=0)
-        tl.store(o_row + tl.cumsum(live.to(tl.int32), 0) - 1, idx, mask=live)
-    elif n_gt > k_eff:
-        # A: the top k_eff of the candidates; of the keys equal to the k-th, the smallest indices
-        key = tl.load(ck_ptr + slot, mask=live, other=0).to(tl.uint32, bitcast=True)
-        idx = tl.load(ci_ptr + slot, mask=live, other=0)
-        hist = tl.load(rh_ptr + row * 256 + tl.arange(0, 256))
-        dsel, k_rem, cnt = _pick_n(hist, k_eff, 256)
-        if (dsel < 255) & (cnt <= SMALLR):
-            # every candidate of a larger digit; the members of digit dsel ranked pairwise
-            dg = _digit(key, thr, sc)
-            gt = live & (dg > dsel)
-            inb = live & (dg == dsel)
-            p = tl.cumsum(inb.to(tl.int32), 0) - 1
-            rs = rscr_ptr + row * 2 * SMALLR
-            tl.store(rs + p, key.to(tl.int32, bitcast=True), mask=inb)
-            tl.store(rs + SMALLR + p, idx, mask=inb)
-            tl.debug_barrier()   # bar.sync: the CTA's global stores are visible to the CTA
-            if cnt <= 64:
-                _rank_store(rs, cnt, k_rem, o_row + (k_eff - k_rem), 64, SMALLR)
-            else:
-                _rank_store(rs, cnt, k_rem, o_row + (k_eff - k_rem), SMALLR, SMALLR)
-            tl.store(o_row + tl.cumsum(gt.to(tl.int32), 0) - 1, idx, mask=gt)
-        else:
-            # heavy ties or clustered values in one digit: the exact radix select
-            t, need = _radix_top(key - thr, live, k_eff, scr_ptr + row * 3 * SMALLT + SMALLT, SMALLT)
-            t = t + thr
-            gt = live & (key > t)
-            eq = live & (key == t)
-            if tl.sum(eq.to(tl.int32), 0) > need:
-                inv = (L - 1 - idx).to(tl.uint32)      # larger for smaller indices
-                ti, _ = _radix_top(inv, eq, need, scr_ptr + row * 3 * SMALLT + 2 * SMALLT, SMALLT)
-                eq = eq & (inv >= ti)
-            sel = gt | eq
-            tl.store(o_row + tl.cumsum(sel.to(tl.int32), 0) - 1, idx, mask=sel)
-    else:
-        # B: every candidate, then the first k_eff - n_gt values equal to thr, in index order
-        idx = tl.load(ci_ptr + slot, mask=live, other=0)
-        tl.store(o_row + tl.cumsum(live.to(tl.int32), 0) - 1, idx, mask=live)
-        need = k_eff - n_gt
-        found = 0
-        start = 0
-        while (found < need) & (start < L):
-            o2 = start + tl.arange(0, BLOCK)
-            m = o2 < L
-            eq = m & (_key(tl.load(x_row + o2, mask=m, other=0.0)) == thr)
-            cs = tl.cumsum(eq.to(tl.int32), 0)
-            tl.store(o_row + n_gt + found + cs - 1, o2, mask=eq & (found + cs <= need))
-            found += tl.sum(eq.to(tl.int32), 0)
-            start += BLOCK
-        if found < need:
-            # fewer values == thr than needed: the sample misled (thr above the k-th value)
-            _fallback_row(x_row, o_row, L, k_eff, BLOCK)
+def _r_prefix(rr_row, k_eff, LEVEL: tl.constexpr):
+    """The key prefix of the k-th largest fixed by the first LEVEL digits, its mask, and how many keys
+    of that prefix belong to the top k_eff."""
+    prefix = tl.zeros([], dtype=tl.uint32)
+    pmask = tl.zeros([], dtype=tl.uint32)
+    k_rem = k_eff
+    for lv in tl.static_range(LEVEL):
+        dsel, k_rem = _pick(tl.load(rr_row + lv * 256 + tl.arange(0, 256)), k_rem, 256)
+        prefix = prefix | (dsel.to(tl.uint32) << (24 - 8 * lv))
+        pmask = pmask | tl.full([], 255 << (24 - 8 * lv), tl.uint32)
+    return prefix, pmask, k_rem
+
+
+@triton.jit
+def _r_count(dg, m, hist):
+    """hist + the histogram of dg[m]; a block whose digits are all one (a tie bucket, a row of one exponent) is
+    counted by one reduction instead (measured on the H200: the refine of the ties family 252 -> 167 us at
+    64 x 128K; a compare-and-sum over the 16 bins next to it cost more than tl.histogram)."""
+    lo = tl.min(tl.where(m, dg, 256), 0)
+    hi = tl.max(tl.where(m, dg, -1), 0)
+    if lo == hi:
+        hist += tl.where(tl.arange(0, 256) == lo, tl.sum(m.to(tl.int32), 0), 0)
+    elif hi >= 0:
+        hist += tl.histogram(dg, 256, mask=m)
+    return hist
+
+
+@triton.jit(do_not_specialize=NO_SPEC)
+def _r_hist(x_ptr, stride_x, len_ptr, info_ptr, rr_ptr, hist_ptr, N, K, C, RR: tl.constexpr, LEVEL: tl.constexpr,
+            BLOCK: tl.constexpr, PDL: tl.constexpr):
+    """grid (M, C): digit LEVEL (bits 31-8 LEVEL .. 24-8 LEVEL) of the keys that match the prefix so far."""
+    if PDL:
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
+    row = tl.program_id(0)
+    c = tl.program_id(1)
+    if tl.load(info_ptr + row * 4) == 0:
+        L, k_eff = _row_len(len_ptr, row, N, K)
+        rr_row = rr_ptr + row * RR
+        prefix, pmask, _ = _r_prefix(rr_row, k_eff, LEVEL)
+        x_row = x_ptr + row.to(tl.int64) * stride_x
+        ch = tl.cdiv(tl.cdiv(L, C), 64) * 64
+        lo = tl.multiple_of(c * ch, 64)
+        hi = tl.minimum(lo + ch, L)
+        hist = tl.zeros([256], dtype=tl.int32)
+        for start in range(lo, hi, BLOCK):
+            offs = start + tl.arange(0, BLOCK)
+            m = offs < hi
+            key = _key(tl.load(x_row + offs, mask=m, other=0.0))
+            hist = _r_count(((key >> (24 - 8 * LEVEL)) & 255).to(tl.int32), m & ((key & pmask) == prefix), hist)
+        hb = tl.arange(0, 256)
+        tl.atomic_add(rr_row + LEVEL * 256 + hb, hist, mask=hist > 0, sem="relaxed")
+        if LEVEL == 3:
+            tl.store(hist_ptr + (row * C + c) * 256 + hb, hist)     # this program's keys per last digit
+
+
+@triton.jit(do_not_specialize=NO_SPEC)
+def _r_place(x_ptr, stride_x, len_ptr, info_ptr, rr_ptr, hist_ptr, out_ptr, stride_o, N, K, C, RR: tl.constexpr,
+             CB: tl.constexpr, BLOCK: tl.constexpr, PDL: tl.constexpr):
+    """grid (M, C): keys above the k-th key T to the output's first n_gt slots (a slot block per block from
+    the row's counter: the set is fixed, only its order varies); keys equal to T in index order after n_gt."""
+    if PDL:
+        tl.extra.cuda.gdc_wait()
+    row = tl.program_id(0)
+    c = tl.program_id(1)
+    if tl.load(info_ptr + row * 4) == 0:
+        L, k_eff = _row_len(len_ptr, row, N, K)
+        rr_row = rr_ptr + row * RR
+        t, _, need = _r_prefix(rr_row, k_eff, 4)
+        n_gt = k_eff - need
+        cs_ = tl.arange(0, CB)
+        eq_before = tl.load(hist_ptr + (row * C + cs_) * 256 + (t & 255).to(tl.int32), mask=cs_ < c, other=0)
+        taken = tl.sum(eq_before, 0)            # keys == t in the programs before this one
+        x_row = x_ptr + row.to(tl.int64) * stride_x
+        o_row = out_ptr + row.to(tl.int64) * stride_o
+        ch = tl.cdiv(tl.cdiv(L, C), 64) * 64
+        lo = tl.multiple_of(c * ch, 64)
+        hi = tl.minimum(lo + ch, L)
+        for start in range(lo, hi, BLOCK):
+            offs = start + tl.arange(0, BLOCK)
+            m = offs < hi
+            key = _key(tl.load(x_row + offs, mask=m, other=0.0))
+            gt = m & (key > t)
+            eq = m & (key == t)
+            v = tl.cumsum(gt.to(tl.int32) + (eq.to(tl.int32) << 16), 0)
+            n_b = tl.sum(gt.to(tl.int32), 0)
+            if n_b > 0:
+                base = tl.atomic_add(rr_row + 4 * 256, n_b, sem="relaxed")
+                tl.store(o_row + base + (v & 65535) - 1, offs, mask=gt)
+            e = taken + (v >> 16)
+            tl.store(o_row + n_gt + e - 1, offs, mask=eq & (e <= need))
+            taken += tl.sum(eq.to(tl.int32), 0)
 
 
 def _topk(logits, lengths, k, out, BLOCK, TARGET_CTAS, MAX_C, num_warps, SMALL, SEL_WARPS, NS, G,
-              ALPHA_X2, BETA, ATOMIC=0, SMALLT=512, MIN_C=16, SMALLR=512, SPAN_BITS=9, SMALLTA=1024, HREG=0,
-              KD_WARPS=4, PF=1, SCAN_MAX_ROWS=8, KA_WARPS=8, PDL=1, WARP=1, KD_EARLY=1):
+              ALPHA_X2, BETA, ATOMIC=0, MIN_C=16, SMALLR=512, SPAN_BITS=9, SMALLTA=1024, HREG=0,
+              KD_WARPS=4, PF=1, SCAN_MAX_ROWS=8, KA_WARPS=8, PDL=1, WARP=1, KD_EARLY=1, RBLOCK=1024):
     M, N = logits.shape
     dev = logits.device
     assert BLOCK <= 32768 and N < 2 ** 31 and NS * G <= SMALL and MAX_C in (1, 2, 4, 8, 16, 32, 64)
@@ -697,18 +646,18 @@ def _topk(logits, lengths, k, out, BLOCK, TARGET_CTAS, MAX_C, num_warps, SMALL, 
     nblk = triton.cdiv(max(N, 1), BLOCK)
     want = max(MIN_C, triton.next_power_of_2(triton.cdiv(TARGET_CTAS, M)))
     C = min(want, MAX_C, 1 << (nblk.bit_length() - 1))       # a power of two <= MAX_C (64) and <= nblk
-    TILE = 2 * SMALL                                          # KC's tile: C regions of RC slots
-    RC = TILE // C                                            # >= SMALL / C + 64 while C <= 64
+    RC = 2 * SMALL // C                                       # >= SMALL / C + 64 while C <= 64
     CB = 64                                                   # programs per row, at most
     thr = torch.empty((M, 2), dtype=torch.int32, device=dev)     # threshold key, digit scale (f32)
     cnt = torch.empty((M, C), dtype=torch.int32, device=dev)      # zeroed by KA, written by KB: no memset
     cand = torch.empty((2, M, C, RC), dtype=torch.int32, device=dev)
-    scr = torch.empty((M, 3, SMALLT), dtype=torch.int32, device=dev)
     hist = torch.empty((M, C, 256), dtype=torch.int32, device=dev)   # KB's per-program suffix counts
     rhist = torch.empty((M, 256), dtype=torch.int32, device=dev)     # the row's digit histogram (KA zeroes it)
     rscr = torch.empty((M, 2, SMALLR), dtype=torch.int32, device=dev)
     scra = torch.empty((M, SMALLTA), dtype=torch.int32, device=dev)
     info = torch.empty((M, 4), dtype=torch.int32, device=dev)       # KD's decision per row, for KC
+    RR = 1040                                                        # the refine's row scratch (KD zeroes it)
+    rr = torch.empty((M, RR), dtype=torch.int32, device=dev)
     sx = logits.stride(0)
     # programmatic dependent launch (Hopper): each kernel's programs start while the one before finishes and
     # wait (griddepcontrol.wait) before reading its output; not in Triton's CPU interpreter
@@ -725,12 +674,17 @@ def _topk(logits, lengths, k, out, BLOCK, TARGET_CTAS, MAX_C, num_warps, SMALL, 
                      CB=CB, SMALLTA=SMALLTA, SPAN_BITS=SPAN_BITS, PDL=pdl, FULL=SMALL, num_warps=KA_WARPS)
     _kb_filter[(M, C)](logits, sx, lengths, thr, cnt, cand[0], cand[1], hist, rhist, N, k, C, RC, BLOCK=BLOCK,
                        ATOMIC=ATOMIC, HB=256, HREG=HREG, PF=PF, PDL=pdl, WARP=warp, num_warps=num_warps, **lp)
-    _kd_place[(M, C)](lengths, thr, cnt, cand[0], cand[1], hist, rhist, rscr, info, out, out.stride(0), N, k, C, RC,
-                      CB=CB, RT=512 if RC <= 512 else 2048, SMALLR=SMALLR, PDL=pdl, EARLY=KD_EARLY,
+    _kd_place[(M, C)](lengths, thr, cnt, cand[0], cand[1], hist, rhist, rscr, info, rr, out, out.stride(0), N, k, C,
+                      RC, RR=RR, CB=CB, RT=512 if RC <= 512 else 2048, SMALLR=SMALLR, PDL=pdl, EARLY=KD_EARLY,
                       num_warps=KD_WARPS, **lp)
-    _kc_select[(M,)](logits, sx, lengths, thr, cnt, cand[0], cand[1], rhist, scr, rscr, info, out, out.stride(0),
-                     N, k, C, RC, CB=CB, TILE=TILE, BLOCK=2048, KBLOCK=1024, SMALLT=SMALLT, SMALLR=SMALLR,
-                     PDL=pdl, num_warps=SEL_WARPS, **lp)
+    _kc_select[(M,)](lengths, rscr, info, out, out.stride(0), N, k, KBLOCK=1024, SMALLR=SMALLR, PDL=pdl,
+                     num_warps=SEL_WARPS, **lp)
+    # the refine: launched every call (no host sync decides it), its programs return at once on other rows
+    for level in range(4):
+        _r_hist[(M, C)](logits, sx, lengths, info, rr, hist, N, k, C, RR=RR, LEVEL=level, BLOCK=RBLOCK, PDL=pdl,
+                        num_warps=num_warps, **lp)
+    _r_place[(M, C)](logits, sx, lengths, info, rr, hist, out, out.stride(0), N, k, C, RR=RR, CB=CB, BLOCK=RBLOCK,
+                     PDL=pdl, num_warps=num_warps, **lp)
     return out
 
 
