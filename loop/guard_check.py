@@ -15,6 +15,7 @@ from functools import cache
 from pathlib import Path
 
 import gpu_worker
+from gpu_worker.fib.document import target_info
 from gpu_worker.target_catalog import CATALOG
 from loop.models import Target
 from loop.services.candidates import source_problems
@@ -34,7 +35,7 @@ def source_check(source: str, target: Target) -> dict:
     """{"problems": what submission would refuse, "findings": the guard's findings (code, message, line),
     "ok": neither, "kernels": the kernels the guard found}."""
     problems = source_problems(source, dsls=target.dsls)
-    info = CATALOG.get(target.name)
+    info = CATALOG.get(target.name) or (target_info(target.document) if target.document else None)
     findings, kernels = [], []
     if info is not None and isinstance(source, str) and source.strip():
         findings, guard_info = _guard().check_candidate(source, info)

@@ -14,6 +14,8 @@ from __future__ import annotations
 import hashlib
 import json
 
+from ..target_catalog import DENSE_FORBIDDEN, NORM_FORBIDDEN, TOPK_FORBIDDEN, TargetInfo
+
 SCHEMA = "ark.fib-target/1"
 DEFAULT_TOLERANCE = {"atol": 1e-2, "rtol": 1e-2}  # FlashInfer-Bench's BenchmarkConfig defaults
 _KEYS = {"schema", "definition", "ranges", "cells", "tolerance"}
@@ -100,3 +102,16 @@ def check_document(doc: dict) -> dict:
 
 def document_hash(doc: dict) -> str:
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def target_info(doc: dict):
+    """What the web side knows of an imported target without torch (the catalog's TargetInfo): the guard in
+    the console's check, prompts. The worker builds the same names from the same document."""
+    definition = doc["definition"]
+    return TargetInfo(
+        name=definition["name"], version=1, description=definition.get("description") or definition["name"],
+        axes={a: tuple(v) for a, v in doc["ranges"].items()}, dsls=("triton", "cute"),
+        arg_names=tuple(definition.get("inputs") or ()),
+        forbidden_torch=TOPK_FORBIDDEN | DENSE_FORBIDDEN | NORM_FORBIDDEN,
+        tolerance={**DEFAULT_TOLERANCE, **(doc.get("tolerance") or {})},
+        axis_classes={a: (tuple(v),) for a, v in doc["ranges"].items()})

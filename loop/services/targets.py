@@ -2,6 +2,7 @@
 
 from django.db import transaction
 
+from gpu_worker.fib.document import target_info
 from gpu_worker.target_catalog import CATALOG
 from loop.audit import event_write
 from loop.models import Target
@@ -31,10 +32,13 @@ def target_sync(*, actor="system") -> list[Target]:
 
 def target_contract(target: Target) -> dict:
     """What a candidate for this target must do (for prompts): the catalog's description when known."""
-    info = CATALOG.get(target.name)
+    info = CATALOG.get(target.name) or (target_info(target.document) if target.document else None)
     if info is None:
         return {"name": target.name, "description": target.description, "axes": target.axes, "dsls": target.dsls}
-    return info.describe()
+    contract = info.describe()
+    if target.document:  # an imported target: the proposer sees the definition itself (docs/interop.md)
+        contract["flashinfer_bench_definition"] = target.document["definition"]
+    return contract
 
 
 def target_seed_source(target: Target) -> str | None:

@@ -45,6 +45,18 @@ def test_import_form_refuses_with_reasons_and_imports(alice, charlie):
     target = Target.objects.get(name="fused_add_rmsnorm_h2048")
     assert target.axes == {"batch_size": [1, 64]} and target.document["tolerance"]["atol"] == 0.005
     assert json.loads(json.dumps(target.document))["definition"]["name"] == target.name
+    # the console's check runs the guard on an imported target too
+    from loop.guard_check import source_check
+    from loop.services.targets import target_contract
+
+    kernel = (DEF_PATH.parents[2] / "candidates" / "add_rmsnorm" / "seed.py").read_text().replace(
+        "def forward(x, residual, weight, eps):", "def _forward_eps(x, residual, weight, eps):") + (
+        "\n\ndef forward(hidden_states, residual, weight):\n    return _forward_eps(hidden_states, residual, weight, 1e-6)\n")
+    assert source_check(kernel.replace("(hidden_states, residual, weight):", "(x, r, w, eps):"), target)["findings"]
+    assert source_check(kernel, target)["ok"], source_check(kernel, target)
+    cheat = kernel.replace("h = torch.empty_like(x2)", "h = torch.nn.functional.rms_norm(x2, (x2.shape[-1],))")
+    assert any("rms_norm" in f["message"] for f in source_check(cheat, target)["findings"])
+    assert target_contract(target)["args"] == ["hidden_states", "residual", "weight"]
 
 
 def test_a_builtin_targets_run_has_no_export_button_and_the_export_says_why(alice):
