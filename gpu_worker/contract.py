@@ -16,6 +16,15 @@ from dataclasses import MISSING, dataclass, field, fields
 SCHEMA = "ark.report/2"
 SCHEMA_V1 = "ark.report/1"
 STAGE_NAMES = ("guard", "verify", "benchmark", "e2e")
+# Optional fields added within a schema version, by date: a report written before carries none of them and
+# reads as "not measured" there (docs/contract.md, "Versions").
+ADDITIONS = {
+    "2026-12-04": {
+        "BenchShape": ("bytes_fraction", "flops_fraction", "profile"),
+        "E2EPoint": ("ceiling_tok_s", "ceiling_ratio", "ceiling_ratio_ci95", "ceiling_attained",
+                     "gain_attained", "ceiling_parity"),
+    },
+}
 STATUSES = ("pass", "fail", "error", "skipped", "unavailable", "compile_only", "running")
 
 
@@ -194,6 +203,9 @@ class BenchShape(Record):
     floor_us: float | None = None        # the roofline's time for this shape on this hardware
     floor_fraction: float | None = None  # floor_us / candidate time
     bound: str | None = None             # "memory" or "compute"
+    bytes_fraction: float | None = None  # achieved bytes/s over the hardware's copy rate (2026-12-04)
+    flops_fraction: float | None = None  # achieved FLOP/s over its dense bf16 rate (2026-12-04)
+    profile: dict | None = None          # where the candidate's time goes, per GPU kernel (pipeline/profile.py)
 
 
 @dataclass
@@ -205,6 +217,12 @@ class E2EPoint(Record):
     default_tok_s: float | None = None
     incumbent_tok_s: float | None = None
     candidate_tok_s: float | None = None
+    ceiling_tok_s: float | None = None   # the step with the slot's kernel replaced by a fixed answer (2026-12-04)
+    ceiling_ratio: float | None = None   # ceiling / default tokens/s: the most any kernel in the slot can give
+    ceiling_ratio_ci95: list | None = None
+    ceiling_attained: float | None = None  # candidate / ceiling tokens/s
+    gain_attained: float | None = None   # (candidate - default) / (ceiling - default) tokens/s
+    ceiling_parity: dict | None = None   # the ceiling step's outputs against the default's
     ratio: float | None = None           # candidate tokens/s over the baseline's
     ratio_ci95: list | None = None
     baseline: str | None = None          # "incumbent" or "default"

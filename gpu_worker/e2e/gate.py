@@ -7,6 +7,8 @@ A/A noise, incumbent, candidate; the order rotates each round), host wall time i
 the same replays as a cross-check, and the candidate's tokens/s ratio to its baseline gets a
 bootstrap 95% interval over rounds. Parity compares the candidate's outputs with the default's;
 a profiler trace of one candidate replay must show the candidate's own Triton kernel.
+Beside them each point times the ceiling: the same step with the slot's kernel replaced by a fixed,
+precomputed answer (e2e/ceiling.py), so a candidate's gain reads as "attained x of a possible y".
 """
 
 import datetime
@@ -18,6 +20,7 @@ import numpy as np
 import torch
 
 from gpu_worker.dispatch import CandidateLoadError, Dispatcher, ServingConfigError, single_kernel_config
+from gpu_worker.e2e.ceiling import ceiling_summary, fixed_answer_for
 from gpu_worker.e2e.harness import PROFILES, HarnessConfig, normalize_grid
 from gpu_worker.e2e.model import DecodeModel, load_preset
 from gpu_worker.e2e.parity import compare_steps
@@ -203,6 +206,10 @@ def _run_point_eager(cfg, preset, batch, context, dispatchers, findings) -> dict
         parity["incumbent_ok"] = compare_steps(
             outs["default"], outs["incumbent"], model.lengths, model.topk_k, cfg.hidden_rtol
         )["ok"]
+    fixed = fixed_answer_for(dispatchers["default"].target, outs["default"])
+    ceiling = compare_steps(
+        outs["default"], _snapshot(model.step(fixed), model), model.lengths, model.topk_k, cfg.hidden_rtol
+    )
     ran = dispatchers["candidate"].calls.get("candidate", 0) == preset["layers"]
     return {
         "batch": batch,
@@ -210,10 +217,12 @@ def _run_point_eager(cfg, preset, batch, context, dispatchers, findings) -> dict
         "default_tok_s": None,
         "incumbent_tok_s": None,
         "candidate_tok_s": None,
+        "ceiling_tok_s": None,
         "ratio": None,
         "ratio_ci95": None,
         "aa_ci95": None,
         "parity": parity,
+        "ceiling_parity": ceiling,
         "kernel_ran": ran,
         "kernel_evidence": "dispatch call count (cpu-eager)",
         "timings": "unavailable: cpu-eager runs the tiny preset to check plumbing only",
@@ -317,7 +326,15 @@ def _run_point_graphs(cfg, preset, batch, context, dispatchers, findings) -> dic
         parity["incumbent_ok"] = compare_steps(
             outs["default"], outs["incumbent"], model.lengths, model.topk_k, cfg.hidden_rtol
         )["ok"]
-    del outs
+    # the ceiling: the default's own answer, computed above outside any timing, served at zero cost
+    fixed = fixed_answer_for(dispatchers["default"].target, outs["default"])
+    graphs["ceiling"], out = capture_step(model, fixed)
+    graphs["ceiling"].replay()
+    torch.cuda.synchronize()
+    ceiling = compare_steps(
+        outs["default"], _snapshot(out, model), model.lengths, model.topk_k, cfg.hidden_rtol
+    )
+    del outs, out
 
     # profiler evidence: the candidate's own Triton kernel inside its graph, absent from the default's
     cand_names = set(dispatchers["candidate"].kernel_for(context).triton_names)
@@ -341,12 +358,14 @@ def _run_point_graphs(cfg, preset, batch, context, dispatchers, findings) -> dic
     if "incumbent" in graphs:
         runs["incumbent"] = graphs["incumbent"].replay
     runs["candidate"] = graphs["candidate"].replay
+    runs["ceiling"] = graphs["ceiling"].replay
     times = time_interleaved(runs, cfg.rounds, cfg.round_ms)
     base = "incumbent" if "incumbent" in graphs else "default"
     aa_ratio, aa_ci = bootstrap_ratio(
         times["default"]["ms"], times["default_aa"]["ms"], cfg.bootstrap, cfg.seed
     )
     ratio, ci = bootstrap_ratio(times[base]["ms"], times["candidate"]["ms"], cfg.bootstrap, cfg.seed + 1)
+    _, ceiling_ci = bootstrap_ratio(times["default"]["ms"], times["ceiling"]["ms"], cfg.bootstrap, cfg.seed + 2)
 
     def tok_s(name, key="ms"):
         return batch / (float(np.median(times[name][key])) / 1e3) if name in times else None
@@ -368,6 +387,10 @@ def _run_point_graphs(cfg, preset, batch, context, dispatchers, findings) -> dic
             "default_tok_s": tok_s("default"),
             "incumbent_tok_s": tok_s("incumbent"),
             "candidate_tok_s": tok_s("candidate"),
+            "ceiling_tok_s": tok_s("ceiling"),
+            **ceiling_summary(tok_s("default"), tok_s("candidate"), tok_s("ceiling")),
+            "ceiling_ratio_ci95": ceiling_ci,
+            "ceiling_parity": ceiling,
             "ratio": ratio,
             "ratio_ci95": ci,
             "baseline": base,
