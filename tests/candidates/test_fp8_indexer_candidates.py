@@ -1,0 +1,64 @@
+"""The FP8 indexer's seed and best pass the target's own check in Triton's interpreter, small shapes: rows
+shorter than k, ragged and full, shuffled pages, the tie-heavy families (docs/kernels.md, "The FP8 indexer")."""
+import importlib.util
+import os
+
+import pytest
+
+if not os.environ.get("TRITON_INTERPRET"):
+    import torch as _t
+    if not _t.cuda.is_available():
+        os.environ["TRITON_INTERPRET"] = "1"
+
+import torch  # noqa: E402
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
+
+from gpu_worker.targets import dsa_indexer_topk_fp8 as t  # noqa: E402
+
+CAND = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                    "gpu_worker", "candidates", "dsa_indexer_topk_fp8")
+# small tiles so that the interpreter's shapes still take the multi-program paths
+TK_SMALL = {"TK_BLOCK": 256, "TK_TARGET_CTAS": 8, "TK_SMALL": 512, "TK_NS": 32, "TK_G": 8}
+CASES = [("seed.py", {"CHUNK": 1024, "MERGE_BLOCK": 1024}), ("best.py", TK_SMALL)]
+SHAPES = [t._shape(3, 4100, "relu"), t._shape(2, 4100, "ties", "full")]  # ragged: lengths 4100, 2047, 2048
+
+
+def _load(name, params):
+    spec = importlib.util.spec_from_file_location("fp8_" + name[:-3], os.path.join(CAND, name))
+    m = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(m)
+    m.PARAMS.update(params)
+    return m
+
+
+_e4m3 = _load("best.py", {})._e4m3
+
+
+@triton.jit
+def _decode(x_ptr, o_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(o_ptr + offs, _e4m3(tl.load(x_ptr + offs, mask=offs < n)), mask=offs < n)
+
+
+@pytest.mark.parametrize("name,params", CASES, ids=[c[0] for c in CASES])
+def test_fp8_indexer_candidate_passes_the_check(name, params):
+    m = _load(name, params)
+    assert isinstance(m.PARAMS, dict) and all(isinstance(v, list) and v for v in m.SPACE.values())
+    for i, shape in enumerate(SHAPES):
+        inputs = t.make_inputs(shape, 20 + i, "cpu")
+        before = [x.clone() for x in inputs]
+        out = m.forward(*inputs)
+        assert all(torch.equal(a, b) for a, b in zip(before, inputs))     # inputs untouched
+        ok, _, message = t.check(out, inputs, t.reference(inputs))
+        assert ok, (shape, message)
+
+
+def test_the_interpreter_decodes_every_fp8_byte_exactly():
+    """The candidates read FP8 bytes in the interpreter and decode them from their bits (its own conversion
+    takes minutes per call): every finite e4m3fn value comes back exactly."""
+    b = torch.arange(256, dtype=torch.int32).to(torch.uint8)
+    b = b[(b & 0x7F) != 0x7F]                                          # the two NaNs
+    out = torch.empty(b.numel(), dtype=torch.float32)
+    _decode[(1,)](b, out, b.numel(), BLOCK=256)
+    assert torch.equal(out, b.view(torch.float8_e4m3fn).float())
