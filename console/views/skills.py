@@ -1,5 +1,6 @@
 """Skills: the tree of hardware and model skills, view, edit with preview, history with diffs, export."""
 
+import hashlib
 import io
 import zipfile
 from pathlib import Path
@@ -45,8 +46,10 @@ def skill_detail(request, key):
     if revision is None:
         raise Http404("no revision")
     meta, body = _split(revision.text, doc.key)
-    # A revision never changes: its rendering is kept (per process) for the next view.
-    body_html = cache.get_or_set(f"ark:skill-html:{revision.pk}", lambda: render_markdown(body), timeout=3600)
+    # A revision never changes: its rendering is kept (per process) for the next view, keyed by its text's digest
+    # as well as its id (an id can be used again after a delete, and is in every test's fresh database).
+    digest = hashlib.blake2b(body.encode(), digest_size=16).hexdigest()
+    body_html = cache.get_or_set(f"ark:skill-html:{revision.pk}:{digest}", lambda: render_markdown(body), timeout=3600)
     return render(request, "console/skills/detail.html", {
         "doc": doc, "revision": revision, "meta": meta, "body_html": mark_safe(body_html),  # nh3 output, kept as is
         "revision_count": doc.revisions.count(),
