@@ -8,7 +8,7 @@ from loop.skillfiles import SkillFile, export_tree, load_tree, parse, render_con
 SKILLS_ROOT = Path(__file__).resolve().parents[2] / "skills"
 HARDWARE_KEYS = {"h200", "h100", "b200", "rtx-pcie"}
 MODEL_KEYS = {"deepseek-v3.2", "deepseek-v4-flash", "llama-dense"}
-TARGET_KEYS = {"dsa_topk", "dsa_indexer_topk", "add_rmsnorm", "allreduce"}
+TARGET_KEYS = {"dsa_topk", "dsa_indexer_topk", "dsa_indexer_topk_fp8", "add_rmsnorm", "allreduce"}
 KNOWN = {"hardware": HARDWARE_KEYS, "models": MODEL_KEYS, "targets": TARGET_KEYS}
 
 VALID_FRONT = (
