@@ -60,3 +60,18 @@ def test_the_retimer_on_a_cpu_host_answers_not_confirmable():
                           env={**os.environ, "CUDA_VISIBLE_DEVICES": ""}, check=False)
     answer = json.loads(done.stdout.strip().splitlines()[-1])
     assert answer == {"ok": True, "status": "unavailable", "reason": NOT_ON_CPU, "timer": None, "shapes": []}
+
+
+def test_the_h200_retiming_confirms_the_stored_report_and_a_slower_kernel_would_not():
+    """bench/results/h200/2026-12-04-fib: do_bench_cudagraph in a fresh process against the stored H200 report
+    of the same add_rmsnorm seed."""
+    from gpu_worker.contract import from_json, to_json
+
+    stored = to_json(from_json(json.loads((ROOT / "bench/results/h200/reports/add_rmsnorm__seed.json").read_text())))
+    retimed_h200 = json.loads((ROOT / "bench/results/h200/2026-12-04-fib/retime_add_rmsnorm.json").read_text())
+    result = confirm(stored, retimed_h200)
+    assert result["status"] == "confirmed" and len(result["shapes"]) == 10
+    slower = json.loads(json.dumps(retimed_h200))
+    slower["shapes"][6]["candidate_us"] *= 1.5  # 4096 x 7168: 0.68 -> 1.02 of the default's time
+    result = confirm(stored, slower)
+    assert result["status"] == "unconfirmed" and [f["shape_index"] for f in result["findings"]] == [6]
