@@ -12,7 +12,7 @@ from console.diffs import render_diff, render_source, unified_diff
 from console.forms import ApproveForm, PromoteForm, VetoForm, format_routes
 from console.views.common import error_text
 from loop import ranges, selectors
-from loop.models import Candidate, Run
+from loop.models import Candidate, Run, ServingConfig
 from loop.services import decisions, deployments
 from loop.services.runs import run_pause, run_resume, run_stop
 from loop.staleness import candidate_staleness, measured_against_text, run_staleness
@@ -96,6 +96,9 @@ def _candidate_context(request, candidate: Candidate, *, approve_form=None, veto
     state["veto_form"] = veto_form or VetoForm()
     state["promote_form"] = promote_form or PromoteForm(initial={"routes": routes_text}, user=request.user)
     state["promote_open"] = bool(promote_form is not None and promote_form.errors)
+    # the version in force when the page was drawn: a promote decided against an older one is told (docs/domain.md)
+    latest = ServingConfig.objects.filter(target=candidate.run.thesis.target, hardware=candidate.run.hardware)
+    state["serving_version"] = latest.order_by("-version").values_list("version", flat=True).first() or 0
     return state
 
 
@@ -115,8 +118,13 @@ def candidate_promote(request, pk):
     if form.is_valid():
         try:
             decisions.four_eyes_check(actor=request.user, candidate=candidate)  # PermissionDenied: a 403 page
+            based_on = request.POST.get("based_on", "")
             config = deployments.deployment_promote(actor=request.user, candidate=candidate,
-                                                    routes=form.cleaned_data["routes"], note=form.cleaned_data["note"])
+                                                    routes=form.cleaned_data["routes"], note=form.cleaned_data["note"],
+                                                    based_on=int(based_on) if based_on.isdigit() else None)
+        except deployments.AlreadyDone as done:
+            messages.info(request, error_text(done))
+            return redirect("deployment", target=done.config.target.name, hardware=done.config.hardware)
         except (ValidationError, ValueError) as error:
             form.add_error(None, error_text(error))
             messages.error(request, f"Not promoted: {error_text(error)}")
