@@ -308,7 +308,9 @@ def _decide(report, policy: RunPolicy) -> Outcome:
     numbers = {"ratio": ratio, "ratio_ci95": [ratio_lo, ratio_hi], "delta": delta, "speedup": 1.0 / ratio}
     # The keep rule (docs/keep-rule.md): a correct, guard-clean candidate that wins at least one region of
     # its target's grid is kept for that region; the aggregate's loss reverts it only when it wins nowhere.
-    regions = _regions(report, policy)
+    from loop.regions import region_keep, report_regions  # loop.regions judges cells with this module
+
+    regions = report_regions(report, policy)
     loss = None
     if ratio >= 1.0:
         loss = Outcome(REVERT, SLOWER, f"Slower than the incumbent: time ratio {ratio:.3f} "
@@ -354,33 +356,9 @@ def _decide(report, policy: RunPolicy) -> Outcome:
                 return loss or regression  # the first reason in the documented order
             loss = loss or regression
     if loss is not None:
-        return _region_keep(regions, loss, numbers)
+        return region_keep(regions, loss, numbers)
     return Outcome(KEEP, FASTER, f"Correct on every shape and faster: {1 / ratio:.3f}x the incumbent "
                                  f"(time ratio CI {ratio_lo:.3f}-{ratio_hi:.3f}, below {1 - delta:.3f}).", numbers)
-
-
-def _regions(report: dict, policy: RunPolicy):
-    """The report's grid analysis (loop/regions.py) when its target has a grid; None otherwise."""
-    from loop.regions import analyze_grid, grid_axes
-
-    axes = grid_axes(report.get("target"))
-    if axes is None:
-        return None
-    try:
-        return analyze_grid(report, axes=axes, policy=policy)
-    except ValueError:
-        return None
-
-
-def _region_keep(regions, loss: Outcome, numbers: dict) -> Outcome:
-    won, cells = len(regions.won), len(regions.cells)
-    a, b = regions.axes
-    left = "; ".join(f"{a} {c.row} x {b} {c.col}: {', '.join(c.reasons)}" for c in regions.left_out[:4])
-    more = f" and {len(regions.left_out) - 4} more" if len(regions.left_out) > 4 else ""
-    return Outcome(KEEP, REGION, f"Kept for the region it wins: faster beyond noise at {won} of {cells} cells "
-                                 f"of {a} x {b}. Left out of its routes: {left}{more}. Over the whole grid: "
-                                 f"{loss.reason_text}",
-                   dict(numbers, cells_won=won, cells=cells, overall=loss.reason_code))
 
 
 def _guard_code(finding: dict) -> str:

@@ -20,7 +20,10 @@ from dataclasses import dataclass
 
 from loop.policy import (
     FASTER,
+    KEEP,
+    REGION,
     SLOWER_BEYOND_NOISE,
+    Outcome,
     RunPolicy,
     aa_interval,
     compare,
@@ -207,3 +210,27 @@ def analyze_candidate_grid(candidate, *, baseline: str = "incumbent") -> GridAna
                             baseline=baseline)
     except (ValueError, TypeError, KeyError):
         return None
+
+
+def report_regions(report: dict, policy: RunPolicy) -> GridAnalysis | None:
+    """The report's grid analysis when its target has a grid (for the keep rule); None otherwise."""
+    axes = grid_axes(report.get("target"))
+    if axes is None:
+        return None
+    try:
+        return analyze_grid(report, axes=axes, policy=policy)
+    except ValueError:
+        return None
+
+
+def region_keep(regions: GridAnalysis, loss: Outcome, numbers: dict) -> Outcome:
+    """The keep rule's `region` verdict (docs/keep-rule.md): kept for the cells it wins, the cells left
+    out and why in its sentence, the overall loss in its numbers."""
+    won, cells = len(regions.won), len(regions.cells)
+    a, b = regions.axes
+    left = "; ".join(f"{a} {c.row} x {b} {c.col}: {', '.join(c.reasons)}" for c in regions.left_out[:4])
+    more = f" and {len(regions.left_out) - 4} more" if len(regions.left_out) > 4 else ""
+    return Outcome(KEEP, REGION, f"Kept for the region it wins: faster beyond noise at {won} of {cells} cells "
+                                 f"of {a} x {b}. Left out of its routes: {left}{more}. Over the whole grid: "
+                                 f"{loss.reason_text}",
+                   dict(numbers, cells_won=won, cells=cells, overall=loss.reason_code))
