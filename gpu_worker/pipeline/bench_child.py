@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 
 from ..targets.base import as_outputs
-from . import tamper
+from . import profile, tamper
 from .protocol import candidate_text, derive_seed
 
 L2_FLUSH_BYTES = 256 << 20  # > 60 MB of H200 L2
@@ -281,6 +281,11 @@ def _bench_shape(msg, target, shape, i, kernels, names, flush, persisting, n_set
             host.append((perf() - h0) * 1e6)
         msg["kernels"][name] = {"times_us": times, "host_us": sorted(host)[len(host) // 2],
                                 "stale_replays": stale if name == "candidate" else None}
+    if DEVICE == "cuda":  # where the time goes: a few profiled replays after the timed ones, never scored
+        try:
+            msg["profile"] = profile.capture(graphs["candidate"][0].replay, flush.zero_, workdir=saved_dir)
+        except Exception as e:  # the profile is context for people and proposers; its failure is not the candidate's
+            msg["profile"] = {"error": candidate_text(f"{type(e).__name__}: {e}")[:300]}
     if first_failure is not None:
         j, was_stale, message = first_failure
         code = "bench:stale_output" if was_stale else "bench:wrong_output"

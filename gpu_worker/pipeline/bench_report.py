@@ -64,6 +64,8 @@ def bench_results(messages: list[dict], target, ceil: dict | None, wall_s: float
             findings.append({"code": "bench:timing_mismatch", "shape_index": m["index"],
                              "message": f"host wall time per replay {host:.1f} us vs {last:.1f} us by events "
                                         "for the same input set"})
+        if m.get("profile") is not None:
+            entry["profile"] = m["profile"]
         into = held if held_out else listed
         into[0].append(r["samples"])
         into[1].append(r["ratio"])

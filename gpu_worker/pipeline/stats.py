@@ -74,13 +74,15 @@ def median_ci(times: list[float], seed: int = 0) -> list[float]:
 def roofline(shape_bytes: int, shape_flops: int, median_us: float, ceil: dict | None) -> dict:
     out = {"gb_per_s": shape_bytes / (median_us * 1e-6) / 1e9 if median_us > 0 else None,
            "tflop_per_s": (shape_flops / (median_us * 1e-6) / 1e12) if shape_flops and median_us > 0 else None,
-           "floor_us": None, "floor_fraction": None, "bound": None}
+           "floor_us": None, "floor_fraction": None, "bound": None, "bytes_fraction": None, "flops_fraction": None}
     if ceil:
         t_bytes = shape_bytes / ceil["bytes_per_s"]
         t_flops = shape_flops / ceil["bf16_flops_per_s"] if shape_flops else 0.0
         floor = max(t_bytes, t_flops) * 1e6
         out.update(floor_us=floor, floor_fraction=floor / median_us if median_us > 0 else None,
                    bound="compute" if t_flops > t_bytes else "memory")
+        if median_us > 0:  # achieved rates against the ceilings: which of the two the kernel is short of
+            out.update(bytes_fraction=t_bytes * 1e6 / median_us, flops_fraction=t_flops * 1e6 / median_us)
     return out
 
 
