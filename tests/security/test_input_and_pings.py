@@ -98,3 +98,18 @@ def test_the_serving_export_path_stays_inside_its_directory(settings, tmp_path):
     for target, hardware in [("dsa_topk", "../../../../x"), ("../../etc", "h200"), ("/etc", "h200")]:
         with pytest.raises(ValueError, match="refused"):
             export_path(target, hardware, 1)
+
+
+HOSTILE = {"run": "²", "page": "²", "sort": "__class__", "status": "x" * 300, "owner": "²", "target": "../x",
+           "hardware": "../../x", "q": "\x00", "type": "{", "actor": "ｖiewer2", "part": "status", "version": "-1"}
+
+
+def test_no_page_answers_a_hostile_query_with_a_500(world, as_alice):
+    """Every named GET route, with every parameter name the console reads set to something hostile."""
+    from tests.security.test_web import all_urls
+
+    for name, url in all_urls(world).items():
+        if name in ("logout", "skill_download", "audit_csv"):
+            continue
+        response = as_alice.get(url, HOSTILE)
+        assert response.status_code < 500, (name, response.status_code)
