@@ -8,8 +8,8 @@ import pytest
 
 pytest.importorskip("flashinfer_bench", reason="the fib extra (flashinfer-bench) is not installed")
 
-from gpu_worker.fib.reader import build_document  # noqa: E402
-from gpu_worker.pipeline import evaluate  # noqa: E402
+from gpu_worker.fib.reader import build_document
+from gpu_worker.pipeline import evaluate
 
 ROOT = Path(__file__).resolve().parents[2]
 SEED = (ROOT / "gpu_worker" / "candidates" / "add_rmsnorm" / "seed.py").read_text()

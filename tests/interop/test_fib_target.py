@@ -9,10 +9,10 @@ import torch
 
 pytest.importorskip("flashinfer_bench", reason="the fib extra (flashinfer-bench) is not installed")
 
-from gpu_worker.fib.document import DocumentError  # noqa: E402
-from gpu_worker.fib.reader import build_document  # noqa: E402
-from gpu_worker.fib.target import target_from_document  # noqa: E402
-from gpu_worker.targets import get_target  # noqa: E402
+from gpu_worker.fib.document import DocumentError
+from gpu_worker.fib.reader import build_document
+from gpu_worker.fib.target import target_from_document
+from gpu_worker.targets import get_target
 
 DEFS = Path(__file__).resolve().parents[2] / "gpu_worker" / "fib" / "definitions"
 INDEXER = "dsa_topk_indexer_fp8_h64_d128_topk2048_ps64"
