@@ -72,7 +72,7 @@ def event_hash(*, prev_hash: str, type: str, actor: str, subject_type: str, subj
     body = _canonical({
         "prev": prev_hash, "type": type, "actor": actor, "subject_type": subject_type,
         "subject_id": subject_id, "run_id": run_id, "payload": payload,
-        "created": created.astimezone(dt.timezone.utc).isoformat(timespec="microseconds"),
+        "created": created.astimezone(dt.UTC).isoformat(timespec="microseconds"),
     })
     return hmac.new(_key(), body.encode(), hashlib.sha256).hexdigest()
 

@@ -6,7 +6,14 @@ import pytest
 from django.urls import reverse
 
 from loop.models import Candidate, Event, Run
-from tests.loop.proposers.test_llm_proposer import KEY, SEED, ChatServer, answer, chat_requests, endpoint_config
+from tests.loop.proposers.test_llm_proposer import (
+    KEY,
+    SEED,
+    ChatServer,
+    answer,
+    chat_requests,
+    endpoint_config,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -44,7 +51,7 @@ def start(client, thesis, settings_json, proposer="llm"):
 def test_a_reviewer_cannot_send_the_run_to_another_url_or_store_a_credential(as_bob, alice, servers, key):
     from tests.console import builders
 
-    configured, attacker = servers
+    _, attacker = servers
     thesis = builders.make_thesis(alice)
     value = f'"{attacker.url}"' if key in ("base_url", "url") else '"Bearer sk-stolen"'
     response = start(as_bob, thesis, f'{{"model": "kernel-coder-7b", "{key}": {value}}}')

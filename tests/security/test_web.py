@@ -106,8 +106,6 @@ def action_posts(world) -> dict[str, dict]:
         },
         "deployment_rollback": {"to_version": 1, "password": "charlie-password-1"},
         "candidate_regions_promote": {"based_on": 1, "note": "", "password": "charlie-password-1"},
-        "candidate_rebenchmark": {},
-        "run_submit": {"source": "def forward(x):\n    return x\n"},
         "deployment_workload": {},
         "user_roles": {"roles": ["reviewer"]},
     }
