@@ -18,7 +18,7 @@ import time
 from django.conf import settings
 from django.core.exceptions import ValidationError
 
-from loop import skillfiles
+from loop import skillfiles, where_time
 from loop.models import Candidate, Run, SkillDoc
 from loop.proposer_config import llm_endpoints, llm_preflight
 from loop.services.candidates import CandidateRejected, candidate_record_rejected_proposal, candidate_submit
@@ -102,6 +102,14 @@ def _recent_results(run: Run) -> str:
     return "\n".join(reversed(rows)) or "(none yet)"
 
 
+def _where_time_goes(incumbent: Candidate | None) -> str | None:
+    """The incumbent's latest report, read for where its time goes (loop/where_time.py)."""
+    evaluation = incumbent.evaluations.order_by("-attempt").first() if incumbent else None
+    section = where_time.prompt_section(evaluation.report) if evaluation is not None else None
+    return (f"## Where the incumbent's time goes (its latest report; start from the bottleneck)\n\n{section}"
+            if section else None)
+
+
 def build_messages(run: Run) -> tuple[list[dict], list[str]]:
     """The exact chat messages sent, and the keys of the skills they include."""
     thesis, target = run.thesis, run.thesis.target
@@ -112,16 +120,17 @@ def build_messages(run: Run) -> tuple[list[dict], list[str]]:
     base_label = (f"The incumbent (candidate {incumbent.number}, the one to beat)" if incumbent
                   else "The seed candidate (the incumbent is the default kernel)")
     contract = target_contract(target)
-    user = "\n\n".join([
+    user = "\n\n".join(part for part in [
         f"# Thesis: {thesis.title}\n\n{thesis.body.strip()}",
         f"## Constraints (what may not change)\n\n{thesis.constraints.strip() or '(none stated)'}",
         f"## Target contract: {target.name} on {run.hardware}\n\n" + "\n".join(
             f"- {key}: {value}" for key, value in contract.items() if key != "seed_candidates"),
         f"## {base_label}\n\n```python\n{base_source.rstrip()}\n```",
         f"## Results so far (most recent last)\n\n{_recent_results(run)}",
+        _where_time_goes(incumbent),
         f"## Forbidden shortcuts\n\n{FORBIDDEN_SHORTCUTS}",
         "Write the next candidate: one complete file in one ```python block.",
-    ])
+    ] if part)
     system = SYSTEM + ("\n\n" + skillfiles.render_context(selected) if selected else "")
     return [{"role": "system", "content": system}, {"role": "user", "content": user}], [s.key for s in selected]
 
