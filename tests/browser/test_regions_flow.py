@@ -29,9 +29,11 @@ def test_the_heatmap_and_routes_of_a_candidate_that_wins_only_at_small_rows(cons
     page.wait_for_selector('[data-testid="region-heatmap"] .main-svg')
     # hovering the 1-row x 4096 cell shows its speedup, interval and who serves it before and after
     box = page.locator('[data-testid="region-heatmap"] .nsewdrag').first.bounding_box()
-    page.mouse.move(box["x"] + box["width"] / 6, box["y"] + box["height"] / 8)
-    expect(page.locator('[data-testid="region-heatmap"] .hoverlayer')).to_contain_text("95% CI")
-    expect(page.locator('[data-testid="region-heatmap"] .hoverlayer')).to_contain_text("served now by default")
+    page.mouse.move(box["x"] + box["width"] / 6, box["y"] + box["height"] * 7 / 8)  # rows are drawn bottom-up
+    hover = page.locator('[data-testid="region-heatmap"] .hoverlayer')
+    expect(hover).to_contain_text("rows 1 x n_ctx 4096")
+    expect(hover).to_contain_text("1.67x (95% CI")
+    expect(hover).to_contain_text(f"served now by default, after: c{candidate.pk}")
     routes = page.get_by_test_id("proposed-routes")
     expect(routes).to_contain_text("rows [1, 5)")
     expect(routes).to_contain_text("n_ctx [4096, 131073)")
