@@ -40,7 +40,7 @@ def not_found(request, exception=None):
 
 
 def _admins() -> str:
-    from django.contrib.auth import get_user_model
+    from django.contrib.auth import get_user_model  # local: the user model is only asked for on a 403 page
 
     names = list(get_user_model().objects.filter(is_superuser=True, is_active=True)
                  .order_by("username").values_list("username", flat=True)[:3])
