@@ -11,7 +11,7 @@ from console import charts
 from console.diffs import render_diff, render_source, unified_diff
 from console.forms import ApproveForm, PromoteForm, VetoForm, format_routes
 from console.views.common import error_text
-from loop import ranges, selectors
+from loop import ranges, selectors, where_time
 from loop.models import Candidate, Run, ServingConfig
 from loop.services import decisions, deployments
 from loop.services.runs import run_pause, run_resume, run_stop
@@ -92,6 +92,9 @@ def _candidate_context(request, candidate: Candidate, *, approve_form=None, veto
                                             crossovers=(analysis or {}).get("crossovers")) if state["shapes"] else None
     entries = selectors.benchmark_entries(state["report"])
     state["distribution_chart"] = charts.distribution(entries, [s["label"] for s in state["shapes"]])
+    state["time_profile"] = where_time.shape_profiles(state["report"])
+    state["kernel_chart"] = where_time.kernel_chart(state["time_profile"])
+    state["ceilings"] = where_time.ceiling_points(state["report"])
     state["approve_form"] = approve_form or ApproveForm()
     state["veto_form"] = veto_form or VetoForm()
     state["promote_form"] = promote_form or PromoteForm(initial={"routes": routes_text}, user=request.user)
