@@ -44,10 +44,12 @@ class Task(StrEnum):
 
     GPU_PING = "gpu.ping"
     GPU_EVALUATE = "gpu.evaluate"
+    GPU_RETIME = "gpu.retime"
     LOOP_PONG = "loop.pong"
     LOOP_HEARTBEAT = "loop.heartbeat"
     LOOP_PROGRESS = "loop.progress"
     LOOP_REPORT = "loop.report"
+    LOOP_RETIMED = "loop.retimed"
     LOOP_ADVANCE = "loop.advance_run"
     LOOP_PROPOSE = "loop.propose_next"
     LOOP_REAP = "loop.reap"

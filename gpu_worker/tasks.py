@@ -65,6 +65,20 @@ def evaluate(spec: dict) -> None:
         _running.pop(candidate_id, None)
 
 
+@app.task(name=Task.GPU_RETIME)
+def retime(spec: dict) -> None:
+    """The independent re-timing before promotion (docs/isolation.md): fresh sandboxed children, numbers
+    back to the loop, which judges them against the report."""
+    from gpu_worker.pipeline.retime_run import retime_sandboxed  # local: torch and the targets
+
+    try:
+        retimed = retime_sandboxed(spec)
+    except Exception as exc:  # a harness fault: the loop records the re-timing as unavailable
+        log.exception("re-timing of candidate %s failed", spec.get("candidate_id"))
+        retimed = {"status": "unavailable", "reason": f"harness error: {exc!r}"[:300], "shapes": [], "findings": []}
+    send_to_loop(Task.LOOP_RETIMED, spec["confirmation_id"], worker_identity()["name"], retimed)
+
+
 def _current_attempt(candidate_id: int) -> int | None:
     """The attempt the loop last published for this candidate (queues.attempt_key), or None when the broker
     is not Redis, has no such key, or cannot be read (then the evaluation runs: the loop fences reports)."""

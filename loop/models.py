@@ -306,3 +306,29 @@ class OutboxMessage(models.Model):
 
     class Meta:
         ordering = ["id"]
+
+
+class Confirmation(models.Model):
+    """An independent re-timing of a kept candidate before promotion (docs/isolation.md, Independent
+    re-timing): which evaluation it checked, which worker re-timed it, and the verdict the loop computed from
+    the times the worker measured (gpu_worker/fib/confirm.py). Never written from a candidate's output."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        CONFIRMED = "confirmed"
+        UNCONFIRMED = "unconfirmed"
+        UNAVAILABLE = "unavailable"
+
+    candidate = models.ForeignKey(Candidate, on_delete=models.CASCADE, related_name="confirmations")
+    evaluation = models.ForeignKey(Evaluation, on_delete=models.CASCADE, related_name="confirmations")
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
+    evaluated_by = models.CharField(max_length=200, blank=True)  # the worker that made the report
+    worker = models.CharField(max_length=200, blank=True)  # the worker that re-timed it
+    retimed = models.JSONField(default=dict, blank=True)  # what that worker measured
+    result = models.JSONField(default=dict, blank=True)  # confirm()'s verdict: findings and per-shape ratios
+    requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    created = models.DateTimeField(auto_now_add=True)
+    finished = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["candidate", "-created"]

@@ -501,6 +501,11 @@ def run(cfg: dict, out, *, perf, active_threads) -> None:
             out.send(type="warm", seconds=perf() - t0)
     secret = sys.stdin.readline()
     seed = int(secret.strip() or "0")
+    if cfg["mode"] == "retime":  # numbers only, the loop judges them (docs/isolation.md, Independent re-timing)
+        from .retime_child import retime_in_child  # local: only a re-timing child needs it
+        retime_in_child(cfg, out, target, forward, seed, perf)
+        out.send(type="done")
+        return
     cand = Candidate(forward, own, cfg.get("dsl", "triton"), device, log, active_threads)
     if cfg["mode"] == "verify":
         verify(cfg, out, target, cand, seed, perf)
