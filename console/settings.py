@@ -172,6 +172,9 @@ SKILLS_DIR = Path(env("ARK_SKILLS_DIR", default=str(BASE_DIR / "skills")))
 ARK_EXPORT_DIR = Path(env("ARK_EXPORT_DIR", default=str(Path.home() / ".local" / "share" / "ark" / "exports")))
 SERVING_EXPORT_DIR = Path(env("ARK_SERVING_EXPORT_DIR", default=str(VAR_DIR / "serving")))
 ARK_HEARTBEAT_TIMEOUT_S = env.int("ARK_HEARTBEAT_TIMEOUT_S", default=60)
+# A promotion of GPU-timed candidates needs a confirming independent re-timing (docs/keep-rule.md). Off only
+# for a deployment that accepts its one worker's word, e.g. while the second GPU is away.
+ARK_PROMOTION_NEEDS_RETIMING = env.bool("ARK_PROMOTION_NEEDS_RETIMING", default=True)
 # Four eyes (docs/domain.md, Review): the submitter or run starter of a candidate may not approve or promote it
 # alone; on for everyone, or for the members of the named groups (teams). Both off by default.
 ARK_FOUR_EYES = env.bool("ARK_FOUR_EYES", default=False)

@@ -48,6 +48,13 @@ def _audit_anchor_of_this_test(tmp_path, settings):
     settings.ARK_AUDIT_ANCHOR = str(tmp_path / "audit-anchor.log")
 
 
+@pytest.fixture(autouse=True)
+def _retiming_rule(request, settings):
+    """The re-timing rule before promotion (loop/services/confirmations.py) is on only in tests marked
+    `retiming`: the suite's other promotions test routes and review, on reports nobody re-timed."""
+    settings.ARK_PROMOTION_NEEDS_RETIMING = request.node.get_closest_marker("retiming") is not None
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _audit_unlocked_for_teardown():
     """Test teardown flushes tables; the event log's triggers allow that only while unlocked."""
