@@ -6,6 +6,7 @@ from gpu_worker.queues import Task
 from loop.models import Run
 from loop.proposers import propose_next as proposer_propose_next
 from loop.services import wiring
+from loop.services.confirmations import confirmation_record
 from loop.services.candidates import candidate_leases_renew, candidate_record_progress
 from loop.services.evaluations import candidate_record_report
 from loop.services.reaper import reap
@@ -37,6 +38,11 @@ def report(candidate_id: int, attempt: int, worker_name: str, report: dict) -> N
     evaluation = candidate_record_report(candidate_id=candidate_id, attempt=attempt, worker=worker_name, report=report)
     if evaluation is not None:
         run_advance(run_id=evaluation.candidate.run_id)
+
+
+@shared_task(name=Task.LOOP_RETIMED)
+def retimed(confirmation_id: int, worker_name: str, retimed: dict) -> None:
+    confirmation_record(confirmation_id=confirmation_id, worker=worker_name, retimed=retimed)
 
 
 @shared_task(name=Task.LOOP_ADVANCE)

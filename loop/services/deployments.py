@@ -30,7 +30,9 @@ from gpu_worker.serving_config import ServingConfigError, parse_serving_config
 from loop.audit import event_write
 from loop.hardware import hardware_slug, path_inside
 from loop.models import Candidate, Run, ServingConfig, Target
+from loop.regions import analyze_candidate_grid, grid_axes, in_bounds
 from loop.roles import PROMOTE, check_permission
+from loop.services.confirmations import confirmation_gate
 from loop.services.fib import fib_promotion_export
 
 log = logging.getLogger(__name__)
@@ -42,6 +44,10 @@ DEFAULT = "default"
 def _kernel_ref(candidate: Candidate) -> dict:
     return {"candidate_id": f"c{candidate.pk}", "source_hash": candidate.source_hash,
             "params": dict(candidate.params or {}), "source": candidate.source}
+
+
+class NotConfirmed(ValidationError):
+    """The candidate's GPU timings have no passing independent re-timing (loop/services/confirmations.py)."""
 
 
 class AlreadyDone(ValidationError):
@@ -190,6 +196,9 @@ def deployment_promote(*, actor, candidate: Candidate, routes, note: str = "", b
         raise PermissionDenied("the run's creator may not promote a candidate a person proposed in it")
     if candidate.status != Candidate.Status.KEPT:
         raise ValidationError(f"only a kept candidate can be promoted; this one is {candidate.status}")
+    allowed, why = confirmation_gate(candidate)  # an independent re-timing first (docs/keep-rule.md)
+    if not allowed:
+        raise NotConfirmed(f"Not promoted: {why}. Re-time it now from the candidate page.")
     boxes = [r for r in routes or [] if _is_box(r) and r.get("kernel", "candidate") != DEFAULT]
     ranges = normalise_routes(routes) if not boxes else [(r["bounds"], None) for r in boxes]
     target, hardware = run.thesis.target, run.hardware
@@ -200,8 +209,6 @@ def deployment_promote(*, actor, candidate: Candidate, routes, note: str = "", b
         latest = _latest(target, hardware)
         grid = tuple(latest.document["axes"]) if latest and "axes" in latest.document else None
         if boxes or grid:
-            from loop.regions import grid_axes
-
             grid = grid or grid_axes(target) or tuple(boxes[0]["bounds"])
             axis_1d = latest.axis if latest and not latest.document.get("axes") else _axis(target)
             current = [_as_box(r, grid, axis_1d) for r in (latest.routes if latest else [])]
@@ -225,7 +232,7 @@ def deployment_promote(*, actor, candidate: Candidate, routes, note: str = "", b
         event_write(type="serving.promoted", actor=actor, subject=config, run_id=run.pk, payload={
             "target": target.name, "hardware": hardware, "version": version, "candidate": candidate.pk,
             "number": candidate.number, "ranges": [list(r) if not boxes else r[0] for r in ranges], "note": note,
-            "based_on": based_on})
+            "based_on": based_on, "retiming": why})
         transaction.on_commit(lambda: serving_export(config=config))
     return config
 
@@ -233,8 +240,6 @@ def deployment_promote(*, actor, candidate: Candidate, routes, note: str = "", b
 def _evidence(candidate: Candidate):
     """Per box: the candidate's won cells inside it, with speedup over the default and its interval, and
     the evaluation they come from (what the dispatcher's explain shows). None when it has no grid."""
-    from loop.regions import analyze_candidate_grid, in_bounds
-
     grid = analyze_candidate_grid(candidate, baseline="default")
     evaluation = candidate.evaluations.order_by("-attempt").first()
     if grid is None or evaluation is None:
