@@ -65,18 +65,25 @@ def evaluate(spec: dict) -> None:
         _running.pop(candidate_id, None)
 
 
-@app.task(name=Task.GPU_RETIME)
-def retime(spec: dict) -> None:
+AVOID_RETRIES = 3  # how often a re-timing goes back to the queue for another worker before this one takes it
+
+
+@app.task(name=Task.GPU_RETIME, bind=True, max_retries=AVOID_RETRIES)
+def retime(self, spec: dict) -> None:
     """The independent re-timing before promotion (docs/isolation.md): fresh sandboxed children, numbers
-    back to the loop, which judges them against the report."""
+    back to the loop, which judges them against the report. The worker that made the report passes it back
+    to the queue while another was alive, a few times; then it re-times it itself, and the record says so."""
     from gpu_worker.pipeline.retime_run import retime_sandboxed  # local: torch and the targets
 
+    name = worker_identity()["name"]
+    if spec.get("avoid_worker") == name and self.request.retries < AVOID_RETRIES:
+        raise self.retry(countdown=2)
     try:
         retimed = retime_sandboxed(spec)
     except Exception as exc:  # a harness fault: the loop records the re-timing as unavailable
         log.exception("re-timing of candidate %s failed", spec.get("candidate_id"))
         retimed = {"status": "unavailable", "reason": f"harness error: {exc!r}"[:300], "shapes": [], "findings": []}
-    send_to_loop(Task.LOOP_RETIMED, spec["confirmation_id"], worker_identity()["name"], retimed)
+    send_to_loop(Task.LOOP_RETIMED, spec["confirmation_id"], name, retimed)
 
 
 def _current_attempt(candidate_id: int) -> int | None:
