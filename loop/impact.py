@@ -8,7 +8,7 @@ Every number here is read from measured reports; where a comparison was never me
 from __future__ import annotations
 
 from gpu_worker.serving_config import ServingConfigError, parse_serving_config
-from loop.models import Candidate, Evaluation, ServingConfig
+from loop.models import Candidate, Evaluation, ServingConfig, Target
 from loop.regions import CANDIDATE, E2E_AXES, GridAnalysis
 from loop.services.workloads import workload_shares
 
@@ -94,7 +94,7 @@ def _weighted(cells: list[dict], shares: dict | None, axes) -> dict:
         weights[key] = shares.get(key, 0.0) if shares else 1.0 / len(cells)
     changing = [c for c in cells if c["changes"]]
     known = [c for c in changing if c["ratio"] is not None]
-    w = lambda c: weights[tuple(sorted(c["shape"].items()))]  # noqa: E731
+    w = lambda c: weights[tuple(sorted(c["shape"].items()))]
     covered = sum(weights.values())
     changed_share = sum(w(c) for c in changing)
     unknown_share = sum(w(c) for c in changing if c["ratio"] is None)
@@ -191,8 +191,6 @@ def target_backlog() -> list[dict]:
     """Targets ranked by what is left to gain (Amdahl): the kernel's share of the step times its distance
     to the ceiling (1 - the best kept kernel's fraction of the roofline floor). What no report measured is
     None, and a target with an unknown product ranks after every known one."""
-    from loop.models import Target
-
     rows = []
     for target in Target.objects.order_by("name"):
         kept = (Evaluation.objects.filter(candidate__run__thesis__target=target, candidate__status=Candidate.Status.KEPT)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
+from gpu_worker.target_catalog import CATALOG
 from loop.policy import (
     FASTER,
     KEEP,
@@ -192,8 +193,6 @@ def _boxes(axes, rows, cols, cells) -> list[dict]:
 
 def grid_axes(target) -> tuple[str, str] | None:
     """The target's operating grid from the catalog (gpu_worker/target_catalog.py); None when it has none."""
-    from gpu_worker.target_catalog import CATALOG
-
     info = CATALOG.get(getattr(target, "name", target))
     return tuple(info.grid) if info is not None and len(info.grid) == 2 else None
 

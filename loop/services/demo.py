@@ -13,7 +13,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from gpu_worker.hardware import kind_from_name
-from loop import policy
+from loop import keep, policy
 from loop.audit import event_write
 from loop.models import Candidate, Evaluation, Run, Target, Thesis
 from loop.services.candidates import source_hash
@@ -81,7 +81,7 @@ def demo_load(*, actor, path: Path = DEMO_REPORTS) -> dict:
             Evaluation.objects.create(candidate=candidate, attempt=candidate.attempt, worker=f"import:{device}",
                                       hardware_fingerprint=report["hardware"] or {}, report=report,
                                       gpu_seconds=policy.gpu_seconds(report), **policy.summary_numbers(report))
-            decision_apply(candidate=candidate, outcome=policy.decide(report, policy.RunPolicy.from_json(run.policy)))
+            decision_apply(candidate=candidate, outcome=keep.decide(report, policy.RunPolicy.from_json(run.policy)))
             seed = seed or candidate  # the best's parent is the seed: its page shows what the best changed
         Run.objects.filter(pk=run.pk).update(status=Run.Status.FINISHED, finished=timezone.now(),
                                              stop_reason=f"demo: {label}")

@@ -13,7 +13,7 @@ from django.db import transaction
 from django.db.models import F
 
 from gpu_worker.contract import ContractError, Report, Verdict, from_json, to_json
-from loop import policy
+from loop import keep, policy
 from loop.audit import event_write
 from loop.models import Candidate, Evaluation, Run
 from loop.services.candidates import IN_FLIGHT
@@ -76,7 +76,7 @@ def candidate_record_report(*, candidate_id: int, attempt: int, worker: str, rep
             "number": candidate.number, "attempt": attempt, "evaluation": evaluation.pk,
             "report_verdict": report["verdict"]["status"], "gpu_seconds": seconds})
 
-        outcome = policy.decide(report, policy.RunPolicy.from_json(run.policy))
+        outcome = keep.decide(report, policy.RunPolicy.from_json(run.policy))
         measured_against = candidate.proposal.get("measured_against")
         if outcome.passes and measured_against != run.incumbent_id and run.status in (Run.Status.RUNNING,
                                                                                     Run.Status.PAUSED):

@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from gpu_worker.contract import SCHEMA, SCHEMA_V1, ContractError, from_json, to_json
 from gpu_worker.hardware import kind_from_name
-from loop import policy
+from loop import keep, policy
 from loop.audit import event_write
 from loop.models import Candidate, Evaluation, Run, Target, Thesis
 from loop.services.candidates import source_hash
@@ -174,7 +174,7 @@ def reports_import(*, path: Path, actor, thesis: Thesis | None = None) -> list[R
                 Evaluation.objects.create(candidate=candidate, attempt=candidate.attempt, worker=f"import:{gpu}",
                                           hardware_fingerprint=report["hardware"] or {}, report=report,
                                           gpu_seconds=policy.gpu_seconds(report), **numbers)
-                decision_apply(candidate=candidate, outcome=policy.decide(report, policy.RunPolicy.from_json(run.policy)))
+                decision_apply(candidate=candidate, outcome=keep.decide(report, policy.RunPolicy.from_json(run.policy)))
             Run.objects.filter(pk=run.pk).update(status=Run.Status.FINISHED, finished=timezone.now(),
                                                  stop_reason=f"imported from {path}")
             run.refresh_from_db()

@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command
 
+from loop.keep import decide
 from loop.models import Run
-from loop.policy import RunPolicy, decide
+from loop.policy import RunPolicy
 from loop.ranges import analyze, analyze_candidate
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -6,7 +6,8 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
 from loop import policy
-from loop.policy import RunPolicy, decide
+from loop.keep import decide
+from loop.policy import RunPolicy
 from tests.loop.reports import cpu_report, crossover_report, e2e_point, report, shape_result
 
 POLICY = RunPolicy()
