@@ -28,7 +28,9 @@ from pathlib import Path
 
 SCHEMA = "ark.serving/1"
 AXES = ("n_ctx", "bytes")  # context length (top-k), message size (all-reduce)
-GRID_AXES = ("rows", "n_ctx", "tokens", "hidden", "batch", "context", "bytes")  # axes a box may bound
+# A box may bound any axis of its target, a built-in one (rows, n_ctx, tokens, hidden, batch, context, bytes)
+# or an imported Definition's var axis (batch_size, num_pages, ...): a lower-case identifier.
+GRID_AXIS_NAME = re.compile(r"[a-z_][a-z0-9_]{0,63}")
 _TOP_KEYS = {"schema", "target", "hardware", "version", "axis", "axes", "routes", "fallback"}
 _ROUTE_KEYS = {"lo", "hi", "kernel"}
 _BOX_KEYS = {"bounds", "kernel", "evidence"}
@@ -137,8 +139,8 @@ def parse_serving_config(
         if "axis" in data:
             problems.append("bad schema: give 'axis' (one axis) or 'axes' (a grid), not both")
         if (not isinstance(axes, list) or not axes or len(set(map(str, axes))) != len(axes)
-                or any(a not in GRID_AXES for a in axes)):
-            problems.append(f"bad schema: 'axes' must be distinct names from {list(GRID_AXES)}, got {axes!r}")
+                or any(not isinstance(a, str) or not GRID_AXIS_NAME.fullmatch(a) for a in axes)):
+            problems.append(f"bad schema: 'axes' must be distinct axis names (lower-case identifiers), got {axes!r}")
             raise ServingConfigError(problems)
         if data.get("fallback") != "default":
             problems.append("bad schema: a config over 'axes' needs 'fallback': 'default'")

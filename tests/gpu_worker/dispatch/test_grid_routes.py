@@ -56,7 +56,7 @@ def test_explain_names_the_route_its_bounds_and_evidence_or_says_the_default_ser
     ([{"bounds": {"rows": [5, 1], "n_ctx": [0, None]}, "kernel": "default"}], {}, ["rows bounds must be"]),
     ([SMALL_ROWS], {"fallback": None}, ["needs 'fallback': 'default'"]),
     ([SMALL_ROWS], {"axis": "n_ctx"}, ["not both"]),
-    ([SMALL_ROWS], {"axes": ["rows", "colour"]}, ["'axes' must be distinct names"]),
+    ([SMALL_ROWS], {"axes": ["rows", "n-ctx"]}, ["'axes' must be distinct axis names"]),
 ])
 def test_a_bad_grid_config_is_refused_by_name_and_the_current_one_stays(routes, top, words):
     d = Dispatcher("dsa_topk")
