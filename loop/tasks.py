@@ -6,8 +6,8 @@ from gpu_worker.queues import Task
 from loop.models import Run
 from loop.proposers import propose_next as proposer_propose_next
 from loop.services import wiring
-from loop.services.confirmations import confirmation_record
 from loop.services.candidates import candidate_leases_renew, candidate_record_progress
+from loop.services.confirmations import confirmation_record
 from loop.services.evaluations import candidate_record_report
 from loop.services.reaper import reap
 from loop.services.runs import run_advance
