@@ -168,8 +168,8 @@ def serving_waterfall(target, hardware: str) -> dict:
     ceilings = {}
     for report in reports.values():
         for point in ((report or {}).get("stages") or {}).get("e2e", {}).get("points") or []:
-            if isinstance(point, dict) and point.get("zero_cost_tok_s") and (point.get("batch"), point.get("context")) in weights:
-                ceilings.setdefault((point["batch"], point["context"]), point["zero_cost_tok_s"])
+            if isinstance(point, dict) and point.get("ceiling_tok_s") and (point.get("batch"), point.get("context")) in weights:
+                ceilings.setdefault((point["batch"], point["context"]), point["ceiling_tok_s"])
     ceiling = sum(weights[p] * ceilings[p] for p in points) if points and len(ceilings) == len(points) else None
     return {"base": base, "steps": steps, "points": [list(p) for p in points],
             "weighted_by": "workload profile" if shares and total_w else "equal weights (no workload profile)",
@@ -180,10 +180,10 @@ def serving_waterfall(target, hardware: str) -> dict:
 
 def _kernel_share(report: dict | None) -> float | None:
     """The kernel's share of a decode step, 1 - tokens/s with the default / tokens/s were it free, averaged
-    over the e2e points that measured a zero-cost run (`zero_cost_tok_s`); None when none did."""
-    shares = [1.0 - p["default_tok_s"] / p["zero_cost_tok_s"]
+    over the e2e points that measured a zero-cost run (`ceiling_tok_s`); None when none did."""
+    shares = [1.0 - p["default_tok_s"] / p["ceiling_tok_s"]
               for p in ((report or {}).get("stages") or {}).get("e2e", {}).get("points") or []
-              if isinstance(p, dict) and p.get("default_tok_s") and p.get("zero_cost_tok_s")]
+              if isinstance(p, dict) and p.get("default_tok_s") and p.get("ceiling_tok_s")]
     return sum(shares) / len(shares) if shares else None
 
 
