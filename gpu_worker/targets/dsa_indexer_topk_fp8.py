@@ -165,7 +165,7 @@ def row_logits(inputs: tuple, m: int) -> tuple[torch.Tensor, torch.Tensor, torch
     k64, s64 = k64[:L], s64[:L]
     q64, w64 = q[m].to(torch.float64), weights[m].to(torch.float64)
     logits = (torch.relu(q64 @ k64.t()) * w64[:, None]).sum(0) * s64
-    bound = ((q64.abs() @ k64.abs().t()) * w64.abs()[:, None]).sum(0) * s64
+    bound = (k64.abs() @ (w64.abs()[:, None] * q64.abs()).sum(0)) * s64  # sum_h |w_h| sum_d |q_hd k_td|, reordered
     gid = (pages.long()[:, None] * PAGE + torch.arange(PAGE, device=pages.device)[None, :]).reshape(-1)[:L]
     return logits, bound, gid
 
