@@ -11,7 +11,6 @@ it (means, p99, slow share, ratio and A/A intervals), so a red-team run also cou
 from __future__ import annotations
 
 import json
-import re
 import sys
 import time
 from pathlib import Path
@@ -20,8 +19,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from gpu_worker.pipeline import evaluate
+from tests.redteam.catalog import CANDIDATES, load
 
-CANDIDATES = ROOT / "tests/redteam/candidates"
 DEFAULT = ["graph_sync", "honest_topk_bisect", "honest_rmsnorm_twopass", "honest_indexer_f32", "cached_result",
            "uninit_pads", "nondeterministic_ties", "crash_oob", "torch_work_token_kernel", "static_output"]
 
@@ -64,14 +63,10 @@ def main(argv: list[str]) -> int:
         if time.monotonic() - t0 > budget:
             results.append({"name": name, "skipped": "time budget"})
             continue
-        text = (CANDIDATES / f"{name}.py").read_text()
-        doc = text.split('"""')[1]
-        m = re.search(r"^target: (\S+)", doc, re.MULTILINE)
-        target = m.group(1) if m else ("dsa_indexer_topk" if "indexer" in name else
-                                       "add_rmsnorm" if "rmsnorm" in name else "dsa_topk")
-        expect = re.search(r"expect: (\S+)", doc).group(1).split("|")
+        c = load(CANDIDATES / f"{name}.py")
+        target, expect = c.target, list(c.expect)
         # the e2e gate adds minutes per passing candidate and no finding outside e2e:*, so it runs only there
-        spec = {"candidate_id": name, "target": target, "source": text, "profile": "smoke",
+        spec = {"candidate_id": name, "target": target, "source": c.source, "profile": "smoke",
                 "e2e": any(e.startswith("e2e:") for e in expect)}
         if "verify:timeout" in expect:
             spec["verify_timeout_s"] = 20

@@ -12,6 +12,7 @@ from gpu_worker.pipeline.bench_report import bench_results
 from gpu_worker.pipeline.stats import ceilings_for
 from gpu_worker.targets import get_target
 from gpu_worker.targets.base import as_outputs
+from tests.conftest import wait_until
 
 RMS = get_target("add_rmsnorm")
 SHAPES = [{"tokens": 4, "hidden": 2048}, {"tokens": 9, "hidden": 4096}]
@@ -177,7 +178,7 @@ def test_a_hung_capture_ends_the_child_with_its_own_finding(monkeypatch):
     monkeypatch.setattr(bench_child.os, "_exit", lambda code: fired.setdefault("code", code))
     sink = Sink()
     with bench_child._Watchdog(sink, 0.05, "bench:graph_capture", "CUDA graph capture of the candidate"):
-        time.sleep(0.3)
+        wait_until(lambda: "code" in fired, timeout_s=10, interval_s=0.01)
     assert fired["code"] == 3 and sink.messages[0]["code"] == "bench:graph_capture"
 
 

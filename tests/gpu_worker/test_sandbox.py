@@ -13,11 +13,13 @@ import pytest
 
 from gpu_worker.pipeline import evaluate, sandbox
 from gpu_worker.pipeline.sandbox import ChildRun, EarlyChild, host_protections, run_child
+from tests.conftest import wait_until
+from tests.redteam.catalog import source as redteam_source
 
 evaluate_module = importlib.import_module("gpu_worker.pipeline.evaluate")  # the package's `evaluate` is the function
 
 ROOT = Path(__file__).resolve().parents[2]
-HONEST = ROOT / "tests/redteam/candidates/honest_topk_bisect.py"
+HONEST = redteam_source("honest_topk_bisect")
 SMALL_SHAPE = {"rows": 2, "n_ctx": 1000, "k": 2048, "values": "normal", "lengths": "ragged"}
 
 
@@ -49,10 +51,7 @@ def test_a_hung_candidate_is_killed_with_its_whole_process_group(tmp_path):
     assert run.timed_out and time.monotonic() - t0 < 60
     assert "GRANDCHILD" in run.log_tail
     # the pid it printed is its own namespace's where the child has one: find it by its cwd instead
-    deadline = time.monotonic() + 10
-    while _in_dir(tmp_path / "work") and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not _in_dir(tmp_path / "work")
+    wait_until(lambda: not _in_dir(tmp_path / "work"), timeout_s=10)
 
 
 def _in_dir(path: Path) -> list[int]:
@@ -103,7 +102,7 @@ def _verdict(report: dict) -> dict:
 
 @pytest.mark.slow
 def test_evaluate_reports_an_import_error_and_a_missing_forward_as_findings(few_verify_shapes):
-    src = HONEST.read_text()
+    src = HONEST
     report = evaluate({"candidate_id": "x", "target": "dsa_topk", "profile": "smoke",
                        "source": src.replace("PARAMS = {", "raise RuntimeError('boom')\nPARAMS = {")})
     assert report["verdict"]["status"] == "fail"
@@ -114,7 +113,7 @@ def test_evaluate_reports_an_import_error_and_a_missing_forward_as_findings(few_
 @pytest.mark.slow
 def test_an_honest_candidate_passes_and_the_report_has_the_contract_fields(few_verify_shapes):
     report = evaluate({"candidate_id": "c1", "attempt": 2, "target": "dsa_topk", "profile": "smoke",
-                       "source": HONEST.read_text(), "seed": 1234})
+                       "source": HONEST, "seed": 1234})
     assert report["schema"] == "ark.report/2"
     assert (report["candidate_id"], report["attempt"], report["target_version"]) == ("c1", 2, 1)
     assert report["mode"] == "cpu" and report["hardware"]["kind"] == "cpu"
@@ -166,10 +165,7 @@ def test_the_child_dies_when_the_worker_is_killed(tmp_path):
         assert _in_dir(tmp_path / "work")
         worker.kill()
         worker.wait()
-        deadline = time.monotonic() + 10
-        while _in_dir(tmp_path / "work") and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert not _in_dir(tmp_path / "work")
+        wait_until(lambda: not _in_dir(tmp_path / "work"), timeout_s=10)
     finally:
         for pid in _in_dir(tmp_path / "work"):
             os.kill(pid, 9)
@@ -206,8 +202,9 @@ def start_gated(tmp_path):
 def test_a_gated_child_gets_its_secret_only_when_the_gate_opens(start_gated):
     child, loaded, seen = start_gated("def forward(*args):\n    return None\n")
     assert loaded.wait(120)
-    # a secret sent with "load" would bring the tiny shape's result back well within this
-    time.sleep(0.5)
+    # a secret sent with "load" would bring the tiny shape's result back well within half a second
+    with pytest.raises(AssertionError, match="condition not met"):
+        wait_until(lambda: "verify_shape" in seen, timeout_s=0.5, interval_s=0.02)
     opened = time.monotonic()
     child.release()
     run = child.result()
@@ -229,7 +226,7 @@ def test_cancel_kills_a_child_waiting_at_its_gate_and_what_it_forked(start_gated
     assert run.cancelled and not run.timed_out and run.released_s is None
     if not run.protections.get("pid_namespace"):  # in its own PID namespace it died with the namespace
         assert run.protections.get("escaped_processes_killed", 0) >= 1
-    assert not _in_dir(tmp_path / "work")
+    wait_until(lambda: not _in_dir(tmp_path / "work"), timeout_s=10)  # killed: gone once the kernel reaps it
     assert evaluate_module.crash_findings(run, "benchmark") == []
 
 
@@ -246,7 +243,7 @@ class _FakeBenchChild:
         self.started.set()
         deadline = time.monotonic() + 10
         while not (gate.is_set() or cancel.is_set()) and time.monotonic() < deadline:
-            time.sleep(0.01)
+            gate.wait(0.01)  # wakes at once when the gate opens; a cancel is seen within 10 ms
         if cancel.is_set():
             time.sleep(0.2)  # a slow kill: the scratch dir must outlive it
             self.calls["scratch_alive"] = scratch.exists()
@@ -277,7 +274,7 @@ def gpu_plumbing(monkeypatch):
 
     def run(status):
         outcome["status"] = status
-        report = evaluate({"candidate_id": "x", "target": "dsa_topk", "source": HONEST.read_text(), "seed": 7})
+        report = evaluate({"candidate_id": "x", "target": "dsa_topk", "source": HONEST, "seed": 7})
         assert not outcome["gate_or_cancel_during_verify"]
         return report, fake
     return run

@@ -6,7 +6,6 @@ by tests/redteam (verify_* candidates)."""
 
 import threading
 import time
-from pathlib import Path
 
 import pytest
 import torch
@@ -14,9 +13,10 @@ import torch
 from gpu_worker.pipeline import child_run, referee
 from gpu_worker.pipeline.guard import check_candidate
 from gpu_worker.targets import get_target
+from tests.redteam.catalog import source as redteam_source
 
 TOPK = get_target("dsa_topk")
-REDTEAM = Path(__file__).resolve().parents[1] / "redteam" / "candidates"
+HONEST = redteam_source("honest_topk_bisect")
 SEED = 20261204
 SHAPES = [{"rows": 2, "n_ctx": 6000, "k": 2048, "values": "normal", "lengths": "ragged"},
           {"rows": 3, "n_ctx": 5000, "k": 2048, "values": "near_bf16", "lengths": "full"}]
@@ -73,7 +73,7 @@ def _codes(verdicts) -> set:
 
 
 def test_an_honest_candidate_passes_every_run_and_saves_what_the_plan_lists(tmp_path, launch_log):
-    verdicts = _verify(tmp_path, launch_log, (REDTEAM / "honest_topk_bisect.py").read_text())
+    verdicts = _verify(tmp_path, launch_log, HONEST)
     assert len(verdicts) == len(SHAPES)
     for i, (m, v, codes) in enumerate(verdicts):
         assert not codes, codes
@@ -85,7 +85,7 @@ def test_an_honest_candidate_passes_every_run_and_saves_what_the_plan_lists(tmp_
 
 
 def test_a_candidate_wrong_for_new_pointers_fails_the_moved_run(tmp_path, launch_log):
-    verdicts = _verify(tmp_path, launch_log, (REDTEAM / "verify_topk_new_pointer.py").read_text())
+    verdicts = _verify(tmp_path, launch_log, redteam_source("verify_topk_new_pointer"))
     for _, v, codes in verdicts:
         assert "verify:new_buffers" in codes
         assert v["findings"][0]["message"].startswith("right on the first call, wrong on the same values")
@@ -93,20 +93,20 @@ def test_a_candidate_wrong_for_new_pointers_fails_the_moved_run(tmp_path, launch
 
 
 def test_a_candidate_that_memoises_after_three_calls_fails_the_later_run(tmp_path, launch_log):
-    verdicts = _verify(tmp_path, launch_log, (REDTEAM / "verify_topk_nth_call.py").read_text())
+    verdicts = _verify(tmp_path, launch_log, redteam_source("verify_topk_nth_call"))
     assert "verify:call_count" in verdicts[0][2]
     assert not verdicts[1][2]  # three calls on the second shape: the memo is never served there
 
 
-FALLBACK_ON_THIRD_CALL = (REDTEAM / "honest_topk_bisect.py").read_text().replace('''def forward(logits, lengths, k):
-    M, N = logits.shape''', '''_calls = []
+FALLBACK_ON_THIRD_CALL = HONEST.replace('''def forward(logits, lengths, k):
+''', '''_calls = []
 
 
 def forward(logits, lengths, k):
     _calls.append(1)
     if len(_calls) == 3:  # the refresh run of the first shape: torch does the work
         return torch.ops.aten.topk(logits, k, 1)[1].to(torch.int32)
-    M, N = logits.shape''')
+''')
 
 
 def test_every_call_is_held_to_the_evidence_not_only_the_first(tmp_path, launch_log):
@@ -116,7 +116,7 @@ def test_every_call_is_held_to_the_evidence_not_only_the_first(tmp_path, launch_
 
 
 def test_the_referee_judges_the_plan_not_the_files_the_child_lists(tmp_path, launch_log):
-    verdicts = _verify(tmp_path, launch_log, (REDTEAM / "honest_topk_bisect.py").read_text(), shapes=SHAPES[1:])
+    verdicts = _verify(tmp_path, launch_log, HONEST, shapes=SHAPES[1:])
     outdir = tmp_path / "outputs"
     good = referee.judge(TOPK, SHAPES[1], 0, SEED, outdir, ["verify_0_first.pt"], "cpu")
     assert good["pass"]  # the plan's files are there: the child's short list does not matter
@@ -126,7 +126,7 @@ def test_the_referee_judges_the_plan_not_the_files_the_child_lists(tmp_path, lau
 
 
 def test_a_wrong_refresh_output_gets_the_stale_finding(tmp_path, launch_log):
-    verdicts = _verify(tmp_path, launch_log, (REDTEAM / "honest_topk_bisect.py").read_text(), shapes=SHAPES[1:])
+    verdicts = _verify(tmp_path, launch_log, HONEST, shapes=SHAPES[1:])
     outdir = tmp_path / "outputs"
     first = torch.load(outdir / referee.file_name(0, "first"), weights_only=True)
     torch.save(first, outdir / referee.file_name(0, "refresh"))  # the first answer again: stale
@@ -142,7 +142,7 @@ def test_the_burst_length_comes_from_the_secret():
 def test_a_wrong_answer_that_is_not_stale_is_plain_wrong(tmp_path, launch_log):
     """Right on the first call's values and wrong on other values is a value-dependent bug, not a
     stale result: the run's own code is kept for answers that repeat an earlier one."""
-    verdicts = _verify(tmp_path, launch_log, (REDTEAM / "honest_topk_bisect.py").read_text(), shapes=SHAPES[1:])
+    verdicts = _verify(tmp_path, launch_log, HONEST, shapes=SHAPES[1:])
     outdir = tmp_path / "outputs"
     path = outdir / referee.file_name(0, "refresh")
     out = torch.load(path, weights_only=True)

@@ -13,10 +13,11 @@ import pytest
 
 from gpu_worker.pipeline.sandbox import host_protections, run_child
 from tests.conftest import wait_until
+from tests.redteam.catalog import source as redteam_source
 from tests.reliability.conftest import live_children
 
 ROOT = Path(__file__).resolve().parents[2]
-HONEST = ROOT / "tests/redteam/candidates/honest_topk_bisect.py"
+HONEST = redteam_source("honest_topk_bisect")
 MiB = 1 << 20
 
 
@@ -130,7 +131,7 @@ def test_an_output_flood_is_bounded_and_the_next_candidate_runs(tmp_path, monkey
     assert not pipe.timed_out and not live_children(tmp_path / "pipe")
 
     # The worker is fine: the next candidate runs to the end in a fresh child.
-    honest = _run(tmp_path / "next", HONEST.read_text(), timeout_s=120)
+    honest = _run(tmp_path / "next", HONEST, timeout_s=120)
     assert any(m.get("type") == "done" for m in honest.messages), honest.log_tail[-2000:]
 
 
