@@ -21,7 +21,8 @@ from pathlib import Path
 
 
 def _axes(target: str, shape: dict) -> dict:
-    keys = {"dsa_topk": ("rows", "n_ctx"), "dsa_indexer_topk": ("rows", "n_ctx"), "add_rmsnorm": ("tokens", "hidden")}
+    keys = {"dsa_topk": ("rows", "n_ctx"), "dsa_indexer_topk": ("rows", "n_ctx"), "dsa_indexer_topk_fp8": ("rows", "n_ctx"),
+            "add_rmsnorm": ("tokens", "hidden")}
     return {k: shape[k] for k in keys.get(target, tuple(shape)) if k in shape}
 
 

@@ -26,7 +26,7 @@ date -u | tee "$OUT/logs/date.txt"
 if [ -n "${CANDIDATES:-}" ]; then
   files=$(for c in $CANDIDATES; do echo "gpu_worker/candidates/$c.py"; done)
 else
-  files=$(ls gpu_worker/candidates/{dsa_topk,add_rmsnorm,dsa_indexer_topk}/{seed,best}*.py 2>/dev/null)
+  files=$(ls gpu_worker/candidates/{dsa_topk,add_rmsnorm,dsa_indexer_topk,dsa_indexer_topk_fp8}/{seed,best}*.py 2>/dev/null)
 fi
 for cand in $files; do
     [ -f "$cand" ] || continue
