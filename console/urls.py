@@ -4,6 +4,7 @@ from django.urls import path
 
 from console.ratelimit import RateLimitedLoginView
 from console.views import audit, dashboard, deployments, interop, review, runs, skills, submit, theses, users
+from console.views.confirmations import candidate_retime
 
 urlpatterns = [
     path("login/", RateLimitedLoginView.as_view(), name="login"),
@@ -37,6 +38,7 @@ urlpatterns = [
     path("candidates/<int:pk>/veto/", review.candidate_veto, name="candidate_veto"),
     path("candidates/<int:pk>/rebenchmark/", review.candidate_rebenchmark, name="candidate_rebenchmark"),
     path("candidates/<int:pk>/promote/", runs.candidate_promote, name="candidate_promote"),
+    path("candidates/<int:pk>/retime/", candidate_retime, name="candidate_retime"),
     path("deployments/", deployments.deployment_list, name="deployments"),
     path("deployments/<slug:target>/<str:hardware>/", deployments.deployment_detail, name="deployment"),
     path("deployments/<slug:target>/<str:hardware>/rollback/", deployments.deployment_rollback,

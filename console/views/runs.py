@@ -14,6 +14,7 @@ from console.views.common import error_text
 from loop import ranges, selectors, where_time
 from loop.models import Candidate, Run, ServingConfig
 from loop.services import decisions, deployments
+from loop.services.confirmations import confirmation_summary
 from loop.services.runs import run_pause, run_resume, run_stop
 from loop.staleness import candidate_staleness, measured_against_text, run_staleness
 from loop.waiting import run_waiting
@@ -101,6 +102,7 @@ def _candidate_context(request, candidate: Candidate, *, approve_form=None, veto
     state["promote_open"] = bool(promote_form is not None and promote_form.errors)
     # the version in force when the page was drawn: a promote decided against an older one is told (docs/domain.md)
     latest = ServingConfig.objects.filter(target=candidate.run.thesis.target, hardware=candidate.run.hardware)
+    state["retiming"] = confirmation_summary(candidate) if candidate.status == Candidate.Status.KEPT else None
     state["serving_version"] = latest.order_by("-version").values_list("version", flat=True).first() or 0
     return state
 

@@ -198,7 +198,8 @@ def deployment_promote(*, actor, candidate: Candidate, routes, note: str = "", b
         raise ValidationError(f"only a kept candidate can be promoted; this one is {candidate.status}")
     allowed, why = confirmation_gate(candidate)  # an independent re-timing first (docs/keep-rule.md)
     if not allowed:
-        raise NotConfirmed(f"Not promoted: {why}. Re-time it now from the candidate page.")
+        raise NotConfirmed(f"an independent re-timing must confirm its GPU timings first ({why}); use "
+                           "“Re-time now” on the candidate page")
     boxes = [r for r in routes or [] if _is_box(r) and r.get("kernel", "candidate") != DEFAULT]
     ranges = normalise_routes(routes) if not boxes else [(r["bounds"], None) for r in boxes]
     target, hardware = run.thesis.target, run.hardware

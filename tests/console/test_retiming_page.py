@@ -1,0 +1,46 @@
+"""The candidate page's re-timing panel and its "Re-time now" action (docs/keep-rule.md, What blocks a
+promotion): a GPU-timed kept candidate is refused promotion until a re-timing confirms it."""
+
+import pytest
+from django.urls import reverse
+
+from gpu_worker.queues import Task
+from loop.models import OutboxMessage, ServingConfig
+from loop.tasks import retimed
+from tests.console.test_candidate_page import family, promote_post  # noqa: F401 (family: a fixture)
+from tests.loop.services.test_confirmations import measured
+
+pytestmark = [pytest.mark.django_db, pytest.mark.retiming]
+
+
+def panel(client, candidate) -> str:
+    page = client.get(reverse("candidate", args=[candidate.pk])).content.decode()
+    start = page.index('data-testid="retiming"')
+    return page[start:page.index("</section>", start)]
+
+
+def test_promote_is_refused_until_re_time_now_confirms(as_dana, family):
+    _, parent, _ = family
+    assert "Not re-timed yet" in panel(as_dana, parent) and 'data-testid="retime-now"' in panel(as_dana, parent)
+    refused = as_dana.post(reverse("candidate_promote", args=[parent.pk]), promote_post("dana-password-1"), follow=True)
+    assert refused.status_code == 400 and not ServingConfig.objects.exists()
+    assert "bench:unconfirmed: no independent re-timing" in refused.content.decode()
+    assert "Re-time now" in refused.content.decode()
+
+    queued = as_dana.post(reverse("candidate_retime", args=[parent.pk]))
+    assert queued.status_code == 302
+    spec = OutboxMessage.objects.get(task=Task.GPU_RETIME).args[0]
+    text = panel(as_dana, parent)
+    assert "Re-timing queued" in text and 'data-testid="retime-now"' not in text
+
+    retimed(spec["confirmation_id"], "h200-b", measured(parent.evaluations.get().report))
+    assert "Confirmed by an independent re-timing on h200-b: ratio" in panel(as_dana, parent)
+    as_dana.post(reverse("candidate_promote", args=[parent.pk]), promote_post("dana-password-1"))
+    assert ServingConfig.objects.get().version == 1
+
+
+def test_re_time_now_needs_the_promote_permission(as_charlie, family):
+    _, parent, _ = family
+    assert 'data-testid="retime-now"' not in panel(as_charlie, parent)
+    response = as_charlie.post(reverse("candidate_retime", args=[parent.pk]))
+    assert response.status_code == 403 and not OutboxMessage.objects.filter(task=Task.GPU_RETIME).exists()
