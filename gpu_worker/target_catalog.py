@@ -60,7 +60,7 @@ DSA_TOPK = TargetInfo(
     description="DSA decode top-k: int32 indices of the 2048 largest f32 logits over each row's length, -1 padded",
     axes={"n_ctx": (4096, 262144), "rows": (1, 128)}, dsls=("triton", "cute"),
     arg_names=("logits", "lengths", "k"), forbidden_torch=TOPK_FORBIDDEN, seed_candidates=("seed.py",),
-    e2e_slot="topk", tolerance={"values": 0.0}, value_families=TOPK_FAMILIES,
+    e2e_slot="topk", tolerance={"values": 0.0}, value_families=TOPK_FAMILIES + ("indexer",),
     axis_classes={"n_ctx": ((4096, 8192), (8193, 32768), (32769, 65536), (65537, 131072), (131073, 262144)),
                   "rows": TOPK_ROWS_CLASSES},
     grid=("rows", "n_ctx"),

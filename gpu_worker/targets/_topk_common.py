@@ -85,6 +85,29 @@ def ragged_lengths(M: int, N: int, k: int, g: torch.Generator, device) -> torch.
 #   near_bf16   1 + u * 2^-8 scaled by a power of two per row: one bf16 (and ~4 fp16) values per row,
 #               thousands of distinct f32 values, so a selection in reduced precision picks the wrong set
 TOPK_FAMILIES = ("normal", "relu", "ties", "heavy_tail", "near_bf16")
+#   indexer     the e2e model's indexer logits (gpu_worker/e2e/model.py, preset "mini": 64 heads of 128, FP8
+#               q and K with per-row scales, relu, weighted head sum): dsa_topk's input as the model makes it
+DSA_TOPK_FAMILIES = TOPK_FAMILIES + ("indexer",)
+INDEXER_HEADS, INDEXER_DIM = 64, 128
+
+
+def indexer_logits(M: int, N: int, g: torch.Generator, device) -> torch.Tensor:
+    """[M, N] f32 logits as one step of the e2e model computes them: row b's logits over N cached keys are
+    k_scale[s] * sum_h w[b, h] relu(q[b, h] . K[s]), q and K quantised to FP8 e4m3 per row (the q scale folded
+    into w), w scaled by (H D)^-1/2. The keys are drawn once and shared by the rows (their values, not their
+    identity, are what a top-k sees); q, w and K come from the generator, so the same seed gives the same
+    logits on every device."""
+    from gpu_worker.e2e.model import _quantize_rows
+
+    H, D = INDEXER_HEADS, INDEXER_DIM
+    k8, k_scale = _quantize_rows(torch.randn(N, D, generator=g, device=device), torch.float8_e4m3fn)
+    q8, q_scale = _quantize_rows(torch.randn(M, H, D, generator=g, device=device), torch.float8_e4m3fn)
+    w = torch.randn(M, H, generator=g, device=device) * (H * D) ** -0.5 * q_scale
+    kf = k8.float()
+    out = torch.empty(M, N, device=device)
+    for b in range(M):   # one row at a time: an [H, N] block, not [M, H, N]
+        out[b] = (w[b] @ torch.relu(q8[b].float() @ kf.T)) * k_scale
+    return out
 
 
 def family_values(family: str, M: int, N: int, g: torch.Generator, device) -> torch.Tensor:
@@ -102,4 +125,6 @@ def family_values(family: str, M: int, N: int, g: torch.Generator, device) -> to
         u = torch.rand(M, N, generator=g, device=device)
         scale = torch.exp2(torch.randint(-4, 5, (M, 1), generator=g, device=device).float())
         return (1.0 + u * 2.0 ** -8) * scale  # exact: the power-of-two scale keeps every f32 bit
-    raise ValueError(f"unknown value family {family!r}; expected one of {TOPK_FAMILIES}")
+    if family == "indexer":
+        return indexer_logits(M, N, g, device)
+    raise ValueError(f"unknown value family {family!r}; expected one of {DSA_TOPK_FAMILIES}")
