@@ -14,7 +14,7 @@ def test_targets_lists_every_target_with_axes_and_dsls():
     out = subprocess.run([sys.executable, "-m", "gpu_worker", "targets", "--json"], cwd=ROOT, check=True,
                          capture_output=True, text=True, timeout=120).stdout
     rows = {t["name"]: t for t in json.loads(out)}
-    assert set(rows) == {"dsa_topk", "dsa_indexer_topk", "add_rmsnorm"}
+    assert set(rows) == {"dsa_topk", "dsa_indexer_topk", "dsa_indexer_topk_fp8", "add_rmsnorm"}
     assert rows["dsa_topk"]["axes"] == {"n_ctx": [4096, 262144], "rows": [1, 128]}
 
 
