@@ -231,8 +231,10 @@ def child_env(dirs: dict[str, Path], device: str) -> dict[str, str]:
                 "TRITON_HOME": str(dirs["home"]), "PYTHONPATH": str(ROOT), "PYTHONDONTWRITEBYTECODE": "1",
                 "PYTHONUNBUFFERED": "1", "CUTE_DSL_CACHE_DIR": str(dirs["home"])})
     if device == "cpu":
-        # CuTe DSL compiles for the H200's arch without a GPU; Triton runs through its interpreter
-        env.update({"TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "2",
+        # CuTe DSL compiles for the H200's arch without a GPU; Triton runs through its interpreter. One torch
+        # thread: the interpreter's many small tensor ops gain nothing from two, and on a 2-core host two
+        # threads beside the parent's referee made an FP8 seed's verification 5x slower (138 s against 11 min)
+        env.update({"TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1",
                     "CUTE_DSL_ARCH": "sm_90a"})
     return env
 
