@@ -107,6 +107,7 @@ def action_posts(world) -> dict[str, dict]:
         "deployment_rollback": {"to_version": 1, "password": "charlie-password-1"},
         "candidate_regions_promote": {"based_on": 1, "note": "", "password": "charlie-password-1"},
         "deployment_workload": {},
+        "candidate_retime": {},
         "user_roles": {"roles": ["reviewer"]},
     }
 
