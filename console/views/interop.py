@@ -14,6 +14,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 
 from loop.models import Run
 from loop.roles import EDIT_THESIS, check_permission
+from loop.services.access import export_record
 from loop.services.fib import fib_definition_import, fib_traceset_export
 
 from .common import error_text
@@ -87,6 +88,7 @@ def run_traceset(request, pk):
             for path in sorted((Path(tmp) / "traceset").rglob("*")):
                 if path.is_file():
                     archive.write(path, Path(f"run-{run.pk}-traceset") / path.relative_to(Path(tmp) / "traceset"))
+    export_record(actor=request.user, what="traceset.zip", run=run.pk)  # like every export leaving the console
     response = HttpResponse(buffer.getvalue(), content_type="application/zip")
     response["Content-Disposition"] = f'attachment; filename="ark-run-{run.pk}-traceset.zip"'
     return response
