@@ -106,10 +106,12 @@ def test_an_evaluation_compiles_each_kernel_once_per_stride_class_and_tile():
                            capture_output=True, text=True, env=env, timeout=600, check=False)
         assert r.returncode == 0, r.stderr[-3000:]
         got[rel] = json.loads(r.stdout)
-    topk = {"_ka_sample": 4, "_kb_filter": 2, "_kc_select": 2, "_kd_place": 2}   # KA: NS 64 or 128, x 2 strides
-    assert got["dsa_topk/best.py"]["verify"] == dict(topk, total=10)
+    # KA: NS 64 or 128, x 2 strides; KC no longer reads the logits (one compile); the refine's histogram pass
+    # compiles once per digit level (LEVEL is a constexpr) and stride class
+    topk = {"_ka_sample": 4, "_kb_filter": 2, "_kc_select": 1, "_kd_place": 2, "_r_hist": 8, "_r_place": 2}
+    assert got["dsa_topk/best.py"]["verify"] == dict(topk, total=19)
     assert got["dsa_topk/best.py"]["benchmark"] == {"_ka_sample": 2, "_kb_filter": 1, "_kc_select": 1,
-                                                    "_kd_place": 2, "total": 6}
+                                                    "_kd_place": 2, "_r_hist": 4, "_r_place": 1, "total": 11}
     # The indexer's verify shapes (gpu_worker/targets/dsa_indexer_topk.py) reach three of KA's four
     # (NS, stride class) pairs; a count that follows its shapes, not one per N or C.
-    assert got["dsa_indexer_topk/best.py"]["verify"] == dict(topk, _ka_sample=3, _logits_kernel=2, total=11)
+    assert got["dsa_indexer_topk/best.py"]["verify"] == dict(topk, _ka_sample=3, _logits_kernel=2, total=20)
