@@ -425,6 +425,11 @@ def _upgrade_bench_shape(old: dict) -> dict:
     new = {k: v for k, v in old.items() if k not in ("faster", "delta")}
     if new.get("ratio") is not None:
         new["ratio_of"] = "median"
+    if new.get("aa_ci95") is None and new.get("noise_aa") is not None:
+        # /1 kept only how far the A/A interval reached from 1; the noise floor depends on nothing else,
+        # so that reach stands for both ends and the policy reads every report's aa_ci95 alike
+        reach = abs(float(new["noise_aa"]))
+        new["aa_ci95"] = [1.0 - reach, 1.0 + reach]
     return new
 
 
