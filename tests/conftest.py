@@ -118,7 +118,9 @@ def database_url_for_subprocess() -> str:
 
 def subprocess_env(**extra) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
-    env.update({"DATABASE_URL": database_url_for_subprocess(), "PYTHONUNBUFFERED": "1"}, **extra)
+    # the re-timing rule is off in the processes tests start, as in the tests themselves (_retiming_rule)
+    env.update({"DATABASE_URL": database_url_for_subprocess(), "PYTHONUNBUFFERED": "1",
+                "ARK_PROMOTION_NEEDS_RETIMING": "0"}, **extra)
     return env
 
 
