@@ -124,7 +124,11 @@ def confirmation_summary(candidate: Candidate) -> dict:
     queued = Confirmation.objects.filter(candidate=candidate, status=Confirmation.Status.QUEUED).exists()
     latest = latest_confirmation(candidate)
     if latest is None:
-        text = "re-timing queued" if queued else "not re-timed yet: a promotion needs an independent re-timing"
+        text = "not re-timed yet: a promotion needs an independent re-timing"
+        if queued:
+            hardware = candidate.run.hardware
+            text = "re-timing queued" + ("" if _other_live_worker(hardware, besides="") else
+                                         f" (no {hardware} worker is alive now: it runs when one starts)")
         return {"status": "queued" if queued else "none", "text": text, "can_request": not queued}
     same = latest.worker == latest.evaluated_by
     where = f"{latest.worker}{' (the worker that made the report: no other was alive)' if same else ''}"

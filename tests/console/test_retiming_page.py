@@ -6,11 +6,22 @@ from django.urls import reverse
 
 from gpu_worker.queues import Task
 from loop.models import OutboxMessage, ServingConfig
+from loop.services.decisions import candidate_approve
 from loop.tasks import retimed
-from tests.console.test_candidate_page import family, promote_post  # noqa: F401 (family: a fixture)
+from tests.console import builders
+from tests.console.test_candidate_page import promote_post
 from tests.loop.services.test_confirmations import measured
 
 pytestmark = [pytest.mark.django_db, pytest.mark.retiming]
+
+
+@pytest.fixture
+def parent(alice):
+    """A kept candidate with a GPU report (tests/console/builders.py)."""
+    candidate = builders.evaluated(builders.make_run(alice), builders.passing_report(), tag="parent")
+    candidate_approve(candidate=candidate, actor=alice)
+    candidate.refresh_from_db()
+    return candidate
 
 
 def panel(client, candidate) -> str:
@@ -19,8 +30,7 @@ def panel(client, candidate) -> str:
     return page[start:page.index("</section>", start)]
 
 
-def test_promote_is_refused_until_re_time_now_confirms(as_dana, family):
-    _, parent, _ = family
+def test_promote_is_refused_until_re_time_now_confirms(as_dana, parent):
     assert "Not re-timed yet" in panel(as_dana, parent) and 'data-testid="retime-now"' in panel(as_dana, parent)
     refused = as_dana.post(reverse("candidate_promote", args=[parent.pk]), promote_post("dana-password-1"), follow=True)
     assert refused.status_code == 400 and not ServingConfig.objects.exists()
@@ -31,7 +41,8 @@ def test_promote_is_refused_until_re_time_now_confirms(as_dana, family):
     assert queued.status_code == 302
     spec = OutboxMessage.objects.get(task=Task.GPU_RETIME).args[0]
     text = panel(as_dana, parent)
-    assert "Re-timing queued" in text and 'data-testid="retime-now"' not in text
+    assert "Re-timing queued (no h200 worker is alive now: it runs when one starts)" in text
+    assert 'data-testid="retime-now"' not in text
 
     retimed(spec["confirmation_id"], "h200-b", measured(parent.evaluations.get().report))
     assert "Confirmed by an independent re-timing on h200-b: ratio" in panel(as_dana, parent)
@@ -39,8 +50,7 @@ def test_promote_is_refused_until_re_time_now_confirms(as_dana, family):
     assert ServingConfig.objects.get().version == 1
 
 
-def test_re_time_now_needs_the_promote_permission(as_charlie, family):
-    _, parent, _ = family
+def test_re_time_now_needs_the_promote_permission(as_charlie, parent):
     assert 'data-testid="retime-now"' not in panel(as_charlie, parent)
     response = as_charlie.post(reverse("candidate_retime", args=[parent.pk]))
     assert response.status_code == 403 and not OutboxMessage.objects.filter(task=Task.GPU_RETIME).exists()

@@ -12,7 +12,7 @@ from loop.models import Candidate, Confirmation, Event, OutboxMessage
 from loop.services.confirmations import confirmation_request, confirmation_summary
 from loop.services.deployments import NotConfirmed, deployment_promote
 from loop.tasks import retimed as retimed_task
-from tests.loop.services.test_deployments import BEST, erin, kept  # noqa: F401 (erin: a fixture)
+from tests.loop.services.test_deployments import BEST, kept
 
 pytestmark = pytest.mark.retiming
 ROUTES = [(0, 65536)]
