@@ -202,13 +202,11 @@ def gpu_hardware():
 
 # A real GPU-side Celery worker (`celery -A gpu_worker.celery_app worker ...` follows), for tests of the loop
 # around it rather than of verification: its evaluations verify the target's two smallest shapes
-# (verify_two_smallest_shapes), since the whole range in Triton's interpreter takes minutes per candidate.
+# (verify_two_smallest_shapes, below), since the whole range in Triton's interpreter takes minutes per candidate.
 GPU_WORKER_CMD = [sys.executable, "-c", (
-    "import math, sys\n"
-    "from gpu_worker.targets.base import TargetSpec\n"
-    "whole = TargetSpec.verify_shapes\n"
-    "TargetSpec.verify_shapes = lambda self, *a, **k: sorted(\n"
-    "    whole(self, *a, **k), key=lambda s: math.prod(v for v in s.values() if isinstance(v, int)))[:2]\n"
+    "import sys\n"
+    "from tests.conftest import verify_two_smallest_shapes\n"
+    "verify_two_smallest_shapes()\n"
     "from celery.__main__ import main\n"
     "sys.argv[0] = 'celery'\n"
     "sys.exit(main())\n")]
