@@ -97,7 +97,7 @@ def indexer_logits(M: int, N: int, g: torch.Generator, device) -> torch.Tensor:
     into w), w scaled by (H D)^-1/2. The keys are drawn once and shared by the rows (their values, not their
     identity, are what a top-k sees); q, w and K come from the generator, so the same seed gives the same
     logits on every device."""
-    from gpu_worker.e2e.model import _quantize_rows
+    from gpu_worker.e2e.model import _quantize_rows  # local: the e2e model loads only for this value family
 
     H, D = INDEXER_HEADS, INDEXER_DIM
     k8, k_scale = _quantize_rows(torch.randn(N, D, generator=g, device=device), torch.float8_e4m3fn)
