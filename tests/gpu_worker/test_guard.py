@@ -100,48 +100,44 @@ def test_the_seed_candidates_pass_the_guard():
 
 # --- the allowlists hold for every kernel the project has and stop every guard exploit ---------------
 
-import re  # noqa: E402
-from pathlib import Path  # noqa: E402
+from pathlib import Path
+
+from tests.redteam.catalog import load
 
 ROOT = Path(__file__).resolve().parents[2]
 REDTEAM = ROOT / "tests/redteam/candidates"
 
 
 def _kernel_files():
-    """Seeds and bests (a target's folder under gpu_worker/candidates) and the honest red-team files."""
-    from gpu_worker.targets import TARGETS  # noqa: PLC0415
+    """Seeds and bests (a target's folder under gpu_worker/candidates) and the honest red-team candidates, as
+    (name, source, target): a red-team candidate's source as the harness receives it (tests/redteam/catalog.py
+    assembles a kernel + shortcut one)."""
+    from gpu_worker.targets import TARGETS
 
     for path in sorted((ROOT / "gpu_worker/candidates").glob("*/*.py")):
         if path.parent.name in TARGETS and (path.stem in ("seed", "best") or path.stem.startswith("seed_")):
-            yield path, path.parent.name
+            yield path.name, path.read_text(), path.parent.name
     for path in sorted(REDTEAM.glob("honest_*.py")):
-        yield path, _redteam_target(path)
-
-
-def _redteam_target(path: Path) -> str:
-    doc = path.read_text().split('"""')[1]
-    named = re.search(r"^target: (\S+)", doc, re.M)
-    if named:
-        return named.group(1)
-    return "dsa_indexer_topk" if "indexer" in path.name else "add_rmsnorm" if "rmsnorm" in path.name else "dsa_topk"
+        c = load(path)
+        yield path.name, c.source, c.target
 
 
 def test_no_seed_best_or_honest_candidate_is_rejected():
     files = list(_kernel_files())
     assert len(files) >= 8
-    for path, target in files:
-        findings, _ = check_candidate(path.read_text(), get_target(target))
-        assert findings == [], (path.name, findings)
+    for name, source, target in files:
+        findings, _ = check_candidate(source, get_target(target))
+        assert findings == [], (name, findings)
 
 
 def test_every_guard_exploit_gets_one_of_its_codes_and_no_other_exploit_is_stopped_by_the_guard():
     for path in sorted(REDTEAM.glob("*.py")):
-        doc = path.read_text().split('"""')[1]
-        expect = re.search(r"expect: (\S+)", doc).group(1).split("|")
-        if expect == ["pass"] or "gpu-only" in doc:
+        c = load(path)
+        expect = list(c.expect)
+        if expect == ["pass"] or c.gpu_only:
             continue  # honest files: above; GPU exploits may also meet the guard first (their header says)
-        codes = {f["code"] for f in check_candidate(path.read_text(), get_target(_redteam_target(path)))[0]}
-        guard_codes = {c for c in expect if c.startswith("guard:")}
+        codes = {f["code"] for f in check_candidate(c.source, get_target(c.target))[0]}
+        guard_codes = {code for code in expect if code.startswith("guard:")}
         if guard_codes:
             assert codes & guard_codes, (path.name, codes)
         else:
