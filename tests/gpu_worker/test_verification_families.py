@@ -76,7 +76,11 @@ def test_the_drawn_shape_stays_in_range_and_draws_every_family(target):
         for axis, (lo, hi) in target.axes.items():
             assert lo <= s[axis] <= hi
         seen.add(s["values"])
-    assert seen == set(target.value_families)
+    # a family too costly to make at a drawn size on a CPU host (dsa_topk's "indexer" logits) is met in the
+    # fixed verify shapes instead: every family is verified, by a draw or by a fixed shape
+    fixed = {shape["values"] for shape in target.verify_shapes("smoke", 0, "cpu")}
+    assert seen <= set(target.value_families) and seen | fixed == set(target.value_families)
+    assert len(seen) >= len(target.value_families) - 1
 
 
 @pytest.mark.parametrize("target", SINGLE, ids=lambda t: t.name)
