@@ -3,25 +3,14 @@ asking which route serves a shape."""
 
 from django import forms
 
-from console.ratelimit import password_confirm
+from console.forms import PasswordConfirmed
 
 
-class RegionPromoteForm(forms.Form):
+class RegionPromoteForm(PasswordConfirmed, forms.Form):
     based_on = forms.IntegerField(min_value=0, widget=forms.HiddenInput)
     note = forms.CharField(max_length=2000, required=False)
     password = forms.CharField(widget=forms.PasswordInput,
                                help_text="Your password again: promoting changes what serves.")
-
-    def __init__(self, *args, user=None, request=None, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.user, self.request = user, request
-
-    def clean_password(self):
-        password = self.cleaned_data["password"]
-        # Through authenticate(): throttled and audited like a login (console/ratelimit.py).
-        if not password_confirm(self.request, self.user, password):
-            raise forms.ValidationError("That is not your password.")
-        return password
 
 
 def parse_workload(text: str, axes: list[str]) -> list[tuple[dict, float]]:

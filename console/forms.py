@@ -165,41 +165,35 @@ def format_routes(routes: list[dict]) -> str:
     return "\n".join(lines)
 
 
-class PromoteForm(forms.Form):
+class PasswordConfirmed:
+    """For a form whose `password` field re-enters the acting person's password (promote, rollback): built with
+    user= and request=, it checks the password through authenticate(), throttled and audited like a login
+    (console/ratelimit.py)."""
+
+    def __init__(self, *args, user=None, request=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.user, self.request = user, request
+
+    def clean_password(self):
+        password = self.cleaned_data["password"]
+        if not password_confirm(self.request, self.user, password):
+            raise forms.ValidationError("That is not your password.")
+        return password
+
+
+class PromoteForm(PasswordConfirmed, forms.Form):
     routes = forms.CharField(widget=forms.Textarea(attrs={"rows": 4}),
                              help_text="One route a line: lo hi kernel (half-open [lo, hi); kernel candidate or default).")
     note = forms.CharField(max_length=2000, required=False)
     password = forms.CharField(widget=forms.PasswordInput, help_text="Your password again: promoting changes serving.")
 
-    def __init__(self, *args, user=None, request=None, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.user, self.request = user, request
-
     def clean_routes(self):
         return parse_routes(self.cleaned_data["routes"])
 
-    def clean_password(self):
-        password = self.cleaned_data["password"]
-        # Through authenticate(): throttled and audited like a login (console/ratelimit.py).
-        if not password_confirm(self.request, self.user, password):
-            raise forms.ValidationError("That is not your password.")
-        return password
 
-
-class RollbackForm(forms.Form):
+class RollbackForm(PasswordConfirmed, forms.Form):
     to_version = forms.IntegerField(min_value=1)
     password = forms.CharField(widget=forms.PasswordInput)
-
-    def __init__(self, *args, user=None, request=None, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.user, self.request = user, request
-
-    def clean_password(self):
-        password = self.cleaned_data["password"]
-        # Through authenticate(): throttled and audited like a login (console/ratelimit.py).
-        if not password_confirm(self.request, self.user, password):
-            raise forms.ValidationError("That is not your password.")
-        return password
 
 
 class PingForm(forms.Form):
