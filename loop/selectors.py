@@ -10,7 +10,6 @@ from django.utils import timezone
 from gpu_worker.contract import STAGE_NAMES, ContractError, Report, from_json
 from gpu_worker.serving_config import AXES
 from loop import policy
-
 from loop.models import (
     Candidate,
     Decision,
@@ -387,42 +386,6 @@ def serving_overview() -> list[ServingConfig]:
 def serving_versions(target: Target, hardware: str) -> list[ServingConfig]:
     return list(ServingConfig.objects.filter(target=target, hardware=hardware)
                 .select_related("author", "approver").order_by("-version"))
-
-
-def _route_candidate_ids(config: ServingConfig) -> list[int]:
-    ids = []
-    for route in config.routes or []:
-        kernel = route.get("kernel") if isinstance(route, dict) else None
-        if isinstance(kernel, dict):
-            raw = str(kernel.get("candidate_id", "")).lstrip("c")
-            if raw.isdigit():
-                ids.append(int(raw))
-    return ids
-
-
-def promotion_steps(versions: list[ServingConfig]) -> list[dict]:
-    """Tokens per second gained by each version, oldest first: a promotion adds the best e2e gain its new
-    candidate measured (tokens/s with it minus without it); a rollback takes back what the versions
-    after its target added."""
-    steps, seen, total_after = [], set(), {0: 0.0}
-    total = 0.0
-    for config in sorted(versions, key=lambda c: c.version):
-        # no e2e stage measures a tokens/s roofline yet (the report contract has no such field): none is drawn
-        gain, base, roofline = 0.0, None, None
-        if config.rolled_back_to:
-            gain = total_after.get(config.rolled_back_to, 0.0) - total
-        else:
-            new_ids = [i for i in _route_candidate_ids(config) if i not in seen]
-            seen.update(new_ids)
-            for evaluation in Evaluation.objects.filter(candidate_id__in=new_ids).order_by("attempt"):
-                for cell in e2e_grid(evaluation.report):
-                    if cell["base"] and cell["candidate"] is not None and cell["candidate"] - cell["base"] > gain:
-                        gain, base = cell["candidate"] - cell["base"], cell["base"]
-        total += gain
-        total_after[config.version] = total
-        steps.append({"version": config.version, "gain": gain, "base": base, "roofline": roofline,
-                      "rolled_back_to": config.rolled_back_to})
-    return steps
 
 
 # --- audit ---------------------------------------------------------------------------------------------
