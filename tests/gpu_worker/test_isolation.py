@@ -33,7 +33,11 @@ def test_the_unsafe_flag_is_explicit(monkeypatch):
     for value, allowed in (("1", True), ("", False), ("0", False), ("yes", False)):
         monkeypatch.setenv(sandbox.UNSAFE_ENV, value)
         assert sandbox.unsafe_no_uid_drop() is allowed
-    summary = sandbox.isolation_summary()
+    sandbox.host_protections.cache_clear()  # probed here under the last value set above, and cleared again
+    try:                                     # after: no later test of this process may inherit that probe
+        summary = sandbox.isolation_summary()
+    finally:
+        sandbox.host_protections.cache_clear()
     assert set(summary) == {"uid_drop", "unsafe_no_uid_drop", "netns", "private_shm", "pid_namespace"}
 
 
