@@ -65,7 +65,7 @@ def _select_kernel(x_ptr, stride_x, len_ptr, out_ptr, stride_o, N, K, CAP, BLOCK
     tl.store(o_row + slots, tl.full([KB], -1, tl.int32), mask=(slots >= k_eff) & (slots < K))
 
 
-def _topk(x, lengths, k, block=1024, num_warps=4, cap=1 << 30, round_bf16=False, clamp=False):
+def _topk(x, lengths, k, block=8192, num_warps=8, cap=1 << 30, round_bf16=False, clamp=False):
     M, N = x.shape
     out = torch.empty((M, k), dtype=torch.int32, device=x.device)
     if M:

@@ -1,4 +1,4 @@
-"""add_rmsnorm with one program per row: h = bf16(x + r) stored and reused rounded (the reference's
+"""add_rmsnorm with a few rows per program: h = bf16(x + r) stored and reused rounded (the reference's
 definition), f32 math. Honest as it stands; a variant's shortcut can form h^2 in fp16, clamp h to
 [-64, 64] before squaring, or leave the rows past max_tokens unnormalised."""
 import torch
@@ -10,12 +10,12 @@ SHORTCUT = {}  # _run's keywords: set from the candidate's `shortcut:` line (tes
 
 
 @triton.jit
-def _add_rmsnorm_kernel(x_ptr, r_ptr, w_ptr, h_ptr, y_ptr, T, D, eps, BLOCK_D: tl.constexpr,
+def _add_rmsnorm_kernel(x_ptr, r_ptr, w_ptr, h_ptr, y_ptr, T, D, eps, ROWS: tl.constexpr, BLOCK_D: tl.constexpr,
                         SQUARE_FP16: tl.constexpr, CLAMP: tl.constexpr, NORM: tl.constexpr):
-    row = tl.program_id(0)
+    rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     cols = tl.arange(0, BLOCK_D)
-    m = cols < D
-    offs = row.to(tl.int64) * D + cols
+    m = (rows[:, None] < T) & (cols[None, :] < D)
+    offs = rows[:, None].to(tl.int64) * D + cols[None, :]
     x = tl.load(x_ptr + offs, mask=m, other=0.0)
     r = tl.load(r_ptr + offs, mask=m, other=0.0)
     h = (x.to(tl.float32) + r.to(tl.float32)).to(tl.bfloat16)
@@ -29,11 +29,11 @@ def _add_rmsnorm_kernel(x_ptr, r_ptr, w_ptr, h_ptr, y_ptr, T, D, eps, BLOCK_D: t
         sq = (h16 * h16).to(tl.float32)
     else:
         sq = hs * hs
-    rstd = 1.0 / tl.sqrt(tl.sum(sq, axis=0) / D + eps)
+    rstd = 1.0 / tl.sqrt(tl.sum(sq, axis=1) / D + eps)
     if not NORM:
-        rstd = 1.0
-    w = tl.load(w_ptr + cols, mask=m, other=0.0).to(tl.float32)
-    tl.store(y_ptr + offs, (hf * rstd * w).to(tl.bfloat16), mask=m)
+        rstd = tl.full([ROWS], 1.0, tl.float32)
+    w = tl.load(w_ptr + cols, mask=cols < D, other=0.0).to(tl.float32)
+    tl.store(y_ptr + offs, (hf * rstd[:, None] * w[None, :]).to(tl.bfloat16), mask=m)
 
 
 def _run(x, residual, weight, eps, square_fp16=False, clamp=False, max_tokens=1 << 30):
@@ -42,12 +42,14 @@ def _run(x, residual, weight, eps, square_fp16=False, clamp=False, max_tokens=1 
     T = x2.shape[0]
     h, y = torch.empty_like(x2), torch.empty_like(x2)
     done = min(T, max_tokens)
+    block_d = triton.next_power_of_2(D)
+    rows = max(1, 16384 // block_d)  # a few rows per program: Triton's interpreter (the CPU suite) pays per program
     for start, stop, norm in ((0, done, True), (done, T, False)):
         if stop > start:
-            _add_rmsnorm_kernel[(stop - start,)](x2[start:], r2[start:], weight, h[start:], y[start:], stop - start,
-                                                 D, float(eps), BLOCK_D=triton.next_power_of_2(D),
-                                                 SQUARE_FP16=square_fp16, CLAMP=clamp, NORM=norm,
-                                                 num_warps=PARAMS["num_warps"])
+            _add_rmsnorm_kernel[(triton.cdiv(stop - start, rows),)](
+                x2[start:], r2[start:], weight, h[start:], y[start:], stop - start, D, float(eps),
+                ROWS=rows, BLOCK_D=block_d, SQUARE_FP16=square_fp16, CLAMP=clamp, NORM=norm,
+                num_warps=PARAMS["num_warps"])
     return h.view(x.shape), y.view(x.shape)
 
 
