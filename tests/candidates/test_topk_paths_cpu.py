@@ -56,12 +56,13 @@ def test_topk_paths_exact(rel, params):
     # the k-th value near zero under a few large values (indexer logits: keys are far from linear there)
     z = torch.randn(2, 6000, generator=g) * 1e-3
     z[:, ::97] += 5.0
-    cases = _topk_cases() + _relu_cases() + [(x, torch.tensor([6000, 5000, 700], dtype=torch.int32), 300),
-                                             (s, torch.tensor([500, 300, 450, 200], dtype=torch.int32), 100),
-                                             (z, torch.tensor([6000, 4000], dtype=torch.int32), 300)]
-    for x, lengths, k in cases:
+    ties = [(x, torch.tensor([6000, 5000, 700], dtype=torch.int32), 300),
+            (s, torch.tensor([500, 300, 450, 200], dtype=torch.int32), 100)]
+    cases = ties + _topk_cases() + _relu_cases() + [(z, torch.tensor([6000, 4000], dtype=torch.int32), 300)]
+    for i, (x, lengths, k) in enumerate(cases):
         xc = x.clone()
         out = m.forward(x, lengths, k)
         assert torch.equal(x, xc)
         check_topk(out, x, lengths, k)
-        assert torch.equal(out.sort(1).values, m.forward(x, lengths, k).sort(1).values)
+        if i < len(ties):  # run twice where ties at the k-th value make a racy tie-break visible
+            assert torch.equal(out.sort(1).values, m.forward(x, lengths, k).sort(1).values)
