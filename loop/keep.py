@@ -10,38 +10,38 @@ policy and regions: both judge with policy's rule, and the decision needs both.
 from __future__ import annotations
 
 from loop.policy import (
-    _COMPILE_ONLY,
-    _E2E_NOTES,
-    _ERROR,
-    _FAIL,
-    _HARNESS_CODES,
-    _PASS,
-    _READABLE_SCHEMAS,
-    _SKIPPED,
-    _UNAVAILABLE,
+    E2E_NOTES,
     E2E_REGRESSION,
     ERROR,
     FASTER,
+    HARNESS_CODES,
     INCORRECT,
     KEEP,
     NOISE,
+    READABLE_SCHEMAS,
     REASON_ERROR,
     REVERT,
     SLOWER,
+    STAGE_COMPILE_ONLY,
+    STAGE_ERROR,
+    STAGE_FAIL,
+    STAGE_PASS,
+    STAGE_SKIPPED,
+    STAGE_UNAVAILABLE,
     TAIL,
     UNMEASURED,
     UNMEASURED_TEXT,
     Outcome,
     ReportError,
     RunPolicy,
-    _benchmark_shapes,
-    _describe_finding,
-    _findings,
-    _stage,
     benchmark_ratio,
     compare,
+    describe_finding,
     e2e_regressions,
     noise_delta,
+    report_benchmark_shapes,
+    report_stage,
+    stage_findings,
     tail_regressions,
 )
 from loop.regions import region_keep, report_regions
@@ -60,46 +60,46 @@ def decide(report, policy: RunPolicy) -> Outcome:
 def _decide(report, policy: RunPolicy) -> Outcome:
     if not isinstance(report, dict):
         raise ReportError("it is not a JSON object")
-    if report.get("schema") not in _READABLE_SCHEMAS:
-        raise ReportError(f"its schema is {report.get('schema')!r}, not one of {', '.join(_READABLE_SCHEMAS)}")
+    if report.get("schema") not in READABLE_SCHEMAS:
+        raise ReportError(f"its schema is {report.get('schema')!r}, not one of {', '.join(READABLE_SCHEMAS)}")
     verdict = report.get("verdict") if isinstance(report.get("verdict"), dict) else {}
-    if not report.get("stages") and verdict.get("status") == _ERROR:
+    if not report.get("stages") and verdict.get("status") == STAGE_ERROR:
         message = verdict.get("message") or ", ".join(map(str, verdict.get("reasons") or [])) or "no stages ran"
         return Outcome(ERROR, REASON_ERROR, f"The harness failed before judging the candidate: {message}.")
 
-    guard = _stage(report, "guard")
-    if guard["status"] == _ERROR:
+    guard = report_stage(report, "guard")
+    if guard["status"] == STAGE_ERROR:
         return Outcome(ERROR, REASON_ERROR, "The guard stage failed to run: " + _first_message(guard) + ".")
-    if guard["status"] != _PASS or _findings(guard):
-        findings = _findings(guard)
+    if guard["status"] != STAGE_PASS or stage_findings(guard):
+        findings = stage_findings(guard)
         code = str(findings[0].get("code") or "unknown") if findings else "unknown"
-        text = "; ".join(_describe_finding(f) for f in findings) or "the guard failed without a finding"
+        text = "; ".join(describe_finding(f) for f in findings) or "the guard failed without a finding"
         code = code if code.startswith("guard:") else f"guard:{code}"  # the harness's codes carry the prefix
         return Outcome(REVERT, code, f"The guard found a forbidden construct: {text}.")
 
-    verify = _stage(report, "verify")
-    if verify["status"] == _ERROR or _harness_only(verify):
+    verify = report_stage(report, "verify")
+    if verify["status"] == STAGE_ERROR or _harness_only(verify):
         return Outcome(ERROR, REASON_ERROR, "The verification stage failed to run: " + _first_message(verify) + ".")
-    if verify["status"] == _COMPILE_ONLY:
+    if verify["status"] == STAGE_COMPILE_ONLY:
         return Outcome(REVERT, UNMEASURED, "Compiled, but neither run nor timed on this host: verification and "
                                            f"{UNMEASURED_TEXT}.")
     failing = [s for s in verify.get("shapes") or []
-               if isinstance(s, dict) and (s.get("pass") is False or s.get("status") in (_FAIL, _ERROR))]
-    if verify["status"] != _PASS or failing:
+               if isinstance(s, dict) and (s.get("pass") is False or s.get("status") in (STAGE_FAIL, STAGE_ERROR))]
+    if verify["status"] != STAGE_PASS or failing:
         where = _shape_names(failing) or _first_message(verify)
         return Outcome(REVERT, INCORRECT, f"The candidate computes a wrong result: {where}.")
 
-    bench = _stage(report, "benchmark")
-    if bench["status"] in (_UNAVAILABLE, _SKIPPED):
+    bench = report_stage(report, "benchmark")
+    if bench["status"] in (STAGE_UNAVAILABLE, STAGE_SKIPPED):
         return Outcome(REVERT, UNMEASURED,
                        f"Verified correct, but not timed: {UNMEASURED_TEXT}; nothing is kept on a CPU-mode report.")
-    if bench["status"] == _FAIL and not _harness_only(bench):
-        finding = next(f for f in _findings(bench) if not _is_harness(f))
+    if bench["status"] == STAGE_FAIL and not _harness_only(bench):
+        finding = next(f for f in stage_findings(bench) if not _is_harness(f))
         return Outcome(REVERT, _guard_code(finding), "The benchmark caught a shortcut: "
-                       + _describe_finding(finding) + ".")
-    if bench["status"] != _PASS:
+                       + describe_finding(finding) + ".")
+    if bench["status"] != STAGE_PASS:
         return Outcome(ERROR, REASON_ERROR, "The benchmark stage did not complete: " + _first_message(bench) + ".")
-    shapes = _benchmark_shapes(report)
+    shapes = report_benchmark_shapes(report)
     delta = noise_delta(shapes, policy)
     ratio, (ratio_lo, ratio_hi) = benchmark_ratio(report)
     numbers = {"ratio": ratio, "ratio_ci95": [ratio_lo, ratio_hi], "delta": delta, "speedup": 1.0 / ratio}
@@ -122,20 +122,20 @@ def _decide(report, policy: RunPolicy) -> Outcome:
     if loss is not None and not (regions and regions.won):
         return loss
 
-    e2e = _stage(report, "e2e")
-    if e2e["status"] == _ERROR or _harness_only(e2e):
+    e2e = report_stage(report, "e2e")
+    if e2e["status"] == STAGE_ERROR or _harness_only(e2e):
         return Outcome(ERROR, REASON_ERROR, "The end-to-end stage failed to run: " + _first_message(e2e) + ".")
-    if e2e["status"] == _UNAVAILABLE:
+    if e2e["status"] == STAGE_UNAVAILABLE:
         return Outcome(REVERT, UNMEASURED, "Faster in isolation, but the end-to-end gate did not run: "
                                            f"{UNMEASURED_TEXT} with the e2e workload.", numbers)
-    if e2e["status"] != _SKIPPED:
+    if e2e["status"] != STAGE_SKIPPED:
         points = e2e.get("points")
         if not isinstance(points, list):
             raise ReportError("the e2e stage has no points")
-        shortcut = [f for f in _findings(e2e) if str(f.get("code", "")) not in _E2E_NOTES and not _is_harness(f)]
+        shortcut = [f for f in stage_findings(e2e) if str(f.get("code", "")) not in E2E_NOTES and not _is_harness(f)]
         if shortcut:
             return Outcome(REVERT, _guard_code(shortcut[0]), "The end-to-end gate caught a shortcut: "
-                           + _describe_finding(shortcut[0]) + ".", numbers)
+                           + describe_finding(shortcut[0]) + ".", numbers)
         if any(isinstance(p, dict) and isinstance(p.get("parity"), dict) and p["parity"].get("ok") is False
                for p in points):
             return Outcome(REVERT, INCORRECT, "End to end, the outputs differ from the default kernel's.", numbers)
@@ -143,7 +143,7 @@ def _decide(report, policy: RunPolicy) -> Outcome:
             return Outcome(REVERT, "guard:e2e:kernel_not_seen", "End to end, the candidate's kernel was not seen "
                                                                 "running.", numbers)
         worse = e2e_regressions(points, policy)
-        if worse or e2e["status"] == _FAIL:
+        if worse or e2e["status"] == STAGE_FAIL:
             where = ", ".join(f"batch {p.get('batch')} context {p.get('context')}" for p in worse)
             regression = Outcome(REVERT, E2E_REGRESSION, "Faster in isolation but slower end to end"
                                  + (f" at {where}." if where else ": " + _first_message(e2e) + "."), numbers)
@@ -164,19 +164,19 @@ def _guard_code(finding: dict) -> str:
 
 def _harness_only(stage: dict) -> bool:
     """Findings that say the harness failed, not the candidate."""
-    findings = _findings(stage)
+    findings = stage_findings(stage)
     return bool(findings) and all(_is_harness(f) for f in findings)
 
 
 def _is_harness(finding: dict) -> bool:
     code = str(finding.get("code", ""))
-    return code.startswith("harness:") or code in _HARNESS_CODES
+    return code.startswith("harness:") or code in HARNESS_CODES
 
 
 def _first_message(stage: dict) -> str:
-    findings = _findings(stage)
+    findings = stage_findings(stage)
     if findings:
-        return _describe_finding(findings[0])
+        return describe_finding(findings[0])
     return str(stage.get("message") or stage.get("error") or f"status {stage.get('status')}")
 
 

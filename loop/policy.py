@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 REPORT_SCHEMA = "ark.report/1"
 # A stored /1 report is converted to /2 by gpu_worker/contract.py; both carry the field names read here.
-_READABLE_SCHEMAS = (REPORT_SCHEMA, "ark.report/2")
+READABLE_SCHEMAS = (REPORT_SCHEMA, "ark.report/2")
 
 KEEP, REVERT, ERROR = "keep", "revert", "error"
 
@@ -36,11 +36,13 @@ SLOWER_BEYOND_NOISE, WITHIN_NOISE = "slower", "noise"
 
 UNMEASURED_TEXT = "timings need a GPU worker"
 
-_PASS, _FAIL, _ERROR, _SKIPPED, _UNAVAILABLE = "pass", "fail", "error", "skipped", "unavailable"
-_COMPILE_ONLY = "compile_only"
-_E2E_NOTES = {"e2e:timing_note"}
+# A report stage's status (gpu_worker/contract.py writes them)
+STAGE_PASS, STAGE_FAIL, STAGE_ERROR = "pass", "fail", "error"
+STAGE_SKIPPED, STAGE_UNAVAILABLE = "skipped", "unavailable"
+STAGE_COMPILE_ONLY = "compile_only"
+E2E_NOTES = {"e2e:timing_note"}
 # Findings that say the harness failed, not the candidate.
-_HARNESS_CODES = {"e2e:point_error", "e2e:exception"}
+HARNESS_CODES = {"e2e:point_error", "e2e:exception"}
 
 
 @dataclass(frozen=True)
@@ -116,7 +118,7 @@ def _interval(value, what: str) -> tuple[float, float]:
     return lo, hi
 
 
-def _stage(report: dict, name: str) -> dict:
+def report_stage(report: dict, name: str) -> dict:
     stages = report.get("stages")
     if not isinstance(stages, dict):
         raise ReportError("the report has no stages")
@@ -126,12 +128,12 @@ def _stage(report: dict, name: str) -> dict:
     return stage
 
 
-def _findings(stage: dict) -> list[dict]:
+def stage_findings(stage: dict) -> list[dict]:
     findings = stage.get("findings") or []
     return [f for f in findings if isinstance(f, dict)] if isinstance(findings, list) else []
 
 
-def _describe_finding(finding: dict) -> str:
+def describe_finding(finding: dict) -> str:
     text = str(finding.get("message") or finding.get("code") or "a finding")
     line = finding.get("line")
     return f"{text} (line {line})" if isinstance(line, int) else text
@@ -205,7 +207,7 @@ def benchmark_ratio(report: dict) -> tuple[float, tuple[float, float]]:
         if speedup <= 0 or lo <= 0:
             raise ReportError("summary speedups must be positive")
         return 1.0 / speedup, (1.0 / hi, 1.0 / lo)
-    shapes = [s for s in _benchmark_shapes(report) if not s.get("held_out")]
+    shapes = [s for s in report_benchmark_shapes(report) if not s.get("held_out")]
     ratios = [_number(s.get("ratio"), f"benchmark shape {i} ratio") for i, s in enumerate(shapes)]
     intervals = [_interval(s.get("ratio_ci95"), f"benchmark shape {i} ratio_ci95") for i, s in enumerate(shapes)]
     if not ratios or any(r <= 0 for r in ratios) or any(lo <= 0 for lo, _ in intervals):
@@ -217,8 +219,8 @@ def _geomean(values: list[float]) -> float:
     return math.exp(sum(math.log(v) for v in values) / len(values))
 
 
-def _benchmark_shapes(report: dict) -> list[dict]:
-    shapes = _stage(report, "benchmark").get("shapes")
+def report_benchmark_shapes(report: dict) -> list[dict]:
+    shapes = report_stage(report, "benchmark").get("shapes")
     if not isinstance(shapes, list) or not shapes or not all(isinstance(s, dict) for s in shapes):
         raise ReportError("the benchmark stage has no shapes")
     return shapes

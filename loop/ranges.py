@@ -69,7 +69,7 @@ class RangeAnalysis:
         }
 
 
-def _baseline_ratio(shape: dict, baseline: str, where: str) -> tuple[float, tuple[float, float]]:
+def baseline_ratio(shape: dict, baseline: str, where: str) -> tuple[float, tuple[float, float]]:
     ratio = _number(shape.get("ratio"), f"{where} ratio")
     lo, hi = _interval(shape.get("ratio_ci95"), f"{where} ratio_ci95")
     if baseline == DEFAULT:
@@ -98,7 +98,7 @@ def analyze(report: dict, *, axis: str, policy: RunPolicy | None = None, baselin
         if not isinstance(dims, dict) or axis not in dims:
             raise ValueError(f"{where} has no {axis!r} in its shape")
         value = int(dims[axis])
-        ratio, ci = _baseline_ratio(shape, baseline, where)
+        ratio, ci = baseline_ratio(shape, baseline, where)
         # the interval may be rescaled to the default kernel above, so the rule is applied to it directly
         delta = noise_floor(aa_interval(shape), policy, f"{where} aa_ci95")
         status = WIN if compare(ci, delta) == FASTER else (LOSE if ratio >= 1.0 else TIE)

@@ -32,7 +32,7 @@ from loop.policy import (
     judge,
     noise_floor,
 )
-from loop.ranges import _baseline_ratio
+from loop.ranges import baseline_ratio
 
 WIN, LOSE, TIE = "win", "lose", "tie"
 CANDIDATE, DEFAULT = "candidate", "default"
@@ -94,7 +94,7 @@ def in_bounds(bounds: dict, shape: dict) -> bool:
 
 
 def _shape_status(shape: dict, i: int, baseline: str, policy: RunPolicy):
-    ratio, ci = _baseline_ratio(shape, baseline, f"benchmark shape {i}")
+    ratio, ci = baseline_ratio(shape, baseline, f"benchmark shape {i}")
     delta = noise_floor(aa_interval(shape), policy, f"benchmark shape {i} aa_ci95")
     if compare(ci, delta) == FASTER:
         status, reason = WIN, None
