@@ -16,7 +16,8 @@ def main(argv: list[str]) -> int:
         if command == "read":
             from .reader import build_document  # local: see above
             result = {"document": build_document(payload["definition"], payload.get("workloads") or "",
-                                                 payload.get("ranges"), payload.get("tolerance"))}
+                                                 payload.get("ranges"), payload.get("tolerance"),
+                                                 payload.get("inputs"), payload.get("check"))}
         elif command == "export":
             from .traceset import export_traceset  # local: see above
             result = export_traceset(payload, payload["out"])

@@ -6,7 +6,9 @@ in every evaluation spec of that target, and the worker builds the target from i
      "definition": {... a FlashInfer-Bench Definition, as its own JSON ...},
      "ranges": {"batch_size": [1, 16384]},        # the operating range of every var axis, inclusive
      "cells": [{"axes": {"batch_size": 64}, "weight": 12}, ...],   # imported workloads: grid + weights
-     "tolerance": {"atol": 0.01, "rtol": 0.01}}   # FlashInfer-Bench's per-output check
+     "tolerance": {"atol": 0.01, "rtol": 0.01},   # FlashInfer-Bench's per-output check
+     "inputs": {"seq_lens": {"kind": "lengths", "max": "..."}, ...},   # optional: gpu_worker/fib/generators.py
+     "check": "dsa_indexer_topk_fp8"}             # optional: a built-in target's stronger check
 """
 
 from __future__ import annotations
@@ -14,11 +16,12 @@ from __future__ import annotations
 import hashlib
 import json
 
-from ..target_catalog import DENSE_FORBIDDEN, NORM_FORBIDDEN, TOPK_FORBIDDEN, TargetInfo
+from ..target_catalog import CATALOG, DENSE_FORBIDDEN, NORM_FORBIDDEN, TOPK_FORBIDDEN, TargetInfo
+from .generators import GeneratorError, check_generators, evaluate, generator_problems
 
 SCHEMA = "ark.fib-target/1"
 DEFAULT_TOLERANCE = {"atol": 1e-2, "rtol": 1e-2}  # FlashInfer-Bench's BenchmarkConfig defaults
-_KEYS = {"schema", "definition", "ranges", "cells", "tolerance"}
+_KEYS = {"schema", "definition", "ranges", "cells", "tolerance", "inputs", "check"}
 
 
 class DocumentError(ValueError):
@@ -41,13 +44,27 @@ def constraint_problems(definition: dict, axes: dict[str, int]) -> list[str]:
     problems = []
     for expr in definition.get("constraints") or []:
         try:
-            ok = bool(eval(compile(expr, "<constraint>", "eval"), {"__builtins__": {}}, dict(env)))
+            ok = bool(evaluate(expr, env))
         except (NameError, TypeError, ValueError, ArithmeticError) as exc:  # e.g. an axis the shape lacks
             problems.append(f"constraint {expr!r} cannot be evaluated on {axes}: {exc}")
             continue
         if not ok:
             problems.append(f"constraint {expr!r} does not hold for {axes}")
     return problems
+
+
+def shape_problems(doc: dict, axes: dict[str, int]) -> list[str]:
+    """Why these var-axis values are no valid shape of the imported target: the Definition's constraints,
+    then what its declared input generators need (a page table wide enough for the longest row, ...)."""
+    definition = doc["definition"]
+    return constraint_problems(definition, axes) + generator_problems(
+        definition, doc.get("inputs") or {}, {**const_axes(definition), **axes})
+
+
+def check_of(doc: dict) -> str | None:
+    """The built-in target whose check (and exact reference) the imported target uses instead of
+    FlashInfer-Bench's per-output tolerance, or None."""
+    return doc.get("check") or None
 
 
 def parse_ranges(items) -> dict[str, list[int]]:
@@ -68,7 +85,9 @@ def parse_ranges(items) -> dict[str, list[int]]:
 
 
 def check_document(doc: dict) -> dict:
-    """Refuse a document whose ranges do not bound exactly the var axes, or whose cells lie outside them."""
+    """Refuse a document whose ranges do not bound exactly the var axes, whose cells lie outside them or
+    cannot be drawn, whose input generators or built-in check do not fit the Definition, or where no corner
+    of the range is a valid shape."""
     problems = []
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
         raise DocumentError(f"not an imported-target document: 'schema' must be {SCHEMA!r}")
@@ -88,6 +107,18 @@ def check_document(doc: dict) -> dict:
         if (not isinstance(span, list) or len(span) != 2 or not all(isinstance(v, int) for v in span)
                 or span[0] < 0 or span[1] < span[0]):
             problems.append(f"range of {axis}: expected [lo, hi] with 0 <= lo <= hi, got {span!r}")
+    try:
+        check_generators(definition, doc.get("inputs") or {})
+    except GeneratorError as exc:
+        problems.append(str(exc))
+    builtin = doc.get("check")
+    if builtin is not None:
+        info = CATALOG.get(builtin) if isinstance(builtin, str) else None
+        if info is None:
+            problems.append(f"check {builtin!r}: not a built-in target (built-in: {', '.join(sorted(CATALOG))})")
+        elif len(info.arg_names) != len(definition.get("inputs") or {}):
+            problems.append(f"check {builtin}: that target takes {len(info.arg_names)} inputs "
+                            f"({', '.join(info.arg_names)}), the definition {len(definition.get('inputs') or {})}")
     if problems:
         raise DocumentError("; ".join(problems))
     for i, cell in enumerate(doc.get("cells") or []):
@@ -95,6 +126,13 @@ def check_document(doc: dict) -> dict:
         outside = [a for a in names if not ranges[a][0] <= axes.get(a, -1) <= ranges[a][1]]
         if outside:
             problems.append(f"workload {i} {axes}: {', '.join(outside)} outside the operating range")
+        elif doc.get("inputs"):
+            problems += [f"workload {i} {axes}: {p}" for p in shape_problems(doc, {a: axes[a] for a in names})]
+    corners = [{a: lo for a, (lo, _) in ranges.items()}, {a: hi for a, (_, hi) in ranges.items()}]
+    corners += [dict(corners[0], **{a: hi}) for a, (_, hi) in ranges.items()]
+    if not problems and all(shape_problems(doc, c) for c in corners):
+        problems.append(f"no corner of the operating range is a valid shape: at {corners[0]}, "
+                        + "; ".join(shape_problems(doc, corners[0])))
     if problems:
         raise DocumentError("; ".join(problems[:5]) + (f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""))
     return doc
@@ -108,10 +146,11 @@ def target_info(doc: dict):
     """What the web side knows of an imported target without torch (the catalog's TargetInfo): the guard in
     the console's check, prompts. The worker builds the same names from the same document."""
     definition = doc["definition"]
+    builtin = CATALOG.get(check_of(doc) or "")
     return TargetInfo(
         name=definition["name"], version=1, description=definition.get("description") or definition["name"],
         axes={a: tuple(v) for a, v in doc["ranges"].items()}, dsls=("triton", "cute"),
         arg_names=tuple(definition.get("inputs") or ()),
         forbidden_torch=TOPK_FORBIDDEN | DENSE_FORBIDDEN | NORM_FORBIDDEN,
-        tolerance={**DEFAULT_TOLERANCE, **(doc.get("tolerance") or {})},
+        tolerance=dict(builtin.tolerance) if builtin else {**DEFAULT_TOLERANCE, **(doc.get("tolerance") or {})},
         axis_classes={a: (tuple(v),) for a, v in doc["ranges"].items()})

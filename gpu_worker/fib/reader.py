@@ -50,9 +50,12 @@ def workload_cells(defn: Definition, jsonl: str) -> list[tuple[dict, float]]:
     return [(dict(key), float(w)) for key, w in sorted(counts.items())]
 
 
-def build_document(definition_text: str, workloads_text: str = "", ranges=None, tolerance=None) -> dict:
+def build_document(definition_text: str, workloads_text: str = "", ranges=None, tolerance=None, inputs=None,
+                   check=None) -> dict:
     """The imported-target document, or DocumentError naming what is wrong. Without a range for an axis, the
-    imported workloads' span is taken when there are any."""
+    imported workloads' span is taken when there are any. `inputs`: generators of inputs the Definition cannot
+    describe (gpu_worker/fib/generators.py); `check`: a built-in target whose check replaces the per-output
+    tolerance."""
     defn = read_definition(definition_text)
     cells = workload_cells(defn, workloads_text)
     spans = parse_ranges(ranges or [])
@@ -64,4 +67,8 @@ def build_document(definition_text: str, workloads_text: str = "", ranges=None, 
            "cells": [{"axes": c, "weight": w} for c, w in cells]}
     if tolerance:
         doc["tolerance"] = {k: float(v) for k, v in tolerance.items()}
+    if inputs:
+        doc["inputs"] = inputs
+    if check:
+        doc["check"] = check
     return check_document(doc)

@@ -1,9 +1,11 @@
 """A FlashInfer-Bench Definition as an ark target (docs/interop.md).
 
 The Definition says what is computed (axes, tensors, reference); the imported-target document adds the
-operating range of each var axis and the imported workloads. Inputs are drawn by FlashInfer-Bench's own
-generator under ark's secret seed, the reference is the Definition's `run`, the check is FlashInfer-Bench's
-per-output tolerance test; the rest (guard, sandbox, benchmark, policy) sees a TargetSpec like any other.
+operating range of each var axis, the imported workloads, the generators of inputs a Definition cannot
+describe (lengths, page tables, FP8 caches) and optionally a built-in target whose check is the stronger one.
+Other inputs are drawn by FlashInfer-Bench's own generator under ark's secret seed, the default kernel is the
+Definition's `run`, the check is FlashInfer-Bench's per-output tolerance test unless a built-in one is named;
+the rest (guard, sandbox, benchmark, policy) sees a TargetSpec like any other.
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ from flashinfer_bench.bench.utils import compute_error_stats, gen_inputs
 
 from ..target_catalog import DENSE_FORBIDDEN, NORM_FORBIDDEN, TOPK_FORBIDDEN
 from ..targets.base import Shape, TargetSpec
-from .document import DEFAULT_TOLERANCE, check_document, constraint_problems, document_hash
+from .document import DEFAULT_TOLERANCE, check_document, check_of, const_axes, document_hash, shape_problems
+from .draw import draw_declared
 
 # Elements of the largest input a CPU host verifies: Triton's interpreter takes seconds per million.
 CPU_ELEMENTS = 1 << 21
@@ -37,6 +40,14 @@ def _reference_run(source: str):
     return namespace["run"]
 
 
+def _builtin(name: str | None):
+    if name is None:
+        return None
+    from ..targets import get_target  # local: the built-in targets load only for a document that names one
+
+    return get_target(name)
+
+
 class _Imported:
     """The callables of one imported target; TargetSpec holds its bound methods."""
 
@@ -48,11 +59,14 @@ class _Imported:
         self.cfg = BenchmarkConfig(atol=float(tol["atol"]), rtol=float(tol["rtol"]))
         self.tolerance = {"atol": self.cfg.atol, "rtol": self.cfg.rtol}
         self.cells = [dict(c["axes"]) for c in doc.get("cells") or []]
+        self.generators = doc.get("inputs") or {}
+        # a built-in target's exact reference and stronger check (top-k: sets, ties within a band)
+        self.builtin = _builtin(check_of(doc))
 
     # -------------------------------------------------------------- shapes
 
     def ok(self, shape: Shape) -> bool:
-        return not constraint_problems(self.doc["definition"], self.axes_of(shape))
+        return not shape_problems(self.doc, self.axes_of(shape))
 
     def axes_of(self, shape: Shape) -> dict[str, int]:
         return {a: int(shape[a]) for a in self.ranges}
@@ -100,17 +114,26 @@ class _Imported:
         workload = Workload(axes=self.axes_of(shape), inputs={}, uuid="ark")
         with torch.random.fork_rng(devices=[dev] if dev.type == "cuda" else []):
             torch.manual_seed(int(seed) & 0x7FFF_FFFF_FFFF_FFFF)
-            return tuple(gen_inputs(self.defn, workload, str(dev)))
+            drawn = gen_inputs(self.defn, workload, str(dev))
+        if self.generators:
+            env = {**const_axes(self.doc["definition"]), **self.axes_of(shape)}
+            declared = draw_declared(self.doc["definition"], self.generators, env, seed, dev)
+            drawn = [declared.get(name, value) for name, value in zip(self.defn.inputs, drawn)]
+        return tuple(drawn)
 
     def run_reference(self, *inputs):
         return _reference_run(self.defn.reference)(*inputs)
 
-    def reference(self, inputs: tuple) -> list[torch.Tensor]:
+    def reference(self, inputs: tuple):
+        if self.builtin is not None:
+            return self.builtin.reference(inputs)
         with torch.no_grad():
             out = self.run_reference(*inputs)
         return normalize_result(self.defn, out, str(inputs[0].device))
 
-    def check(self, output, inputs: tuple, ref: list) -> tuple[bool, float, str]:
+    def check(self, output, inputs: tuple, ref) -> tuple[bool, float, str]:
+        if self.builtin is not None:
+            return self.builtin.check(output, inputs, ref)
         names = list(self.defn.outputs)
         items = list(output) if isinstance(output, (tuple, list)) else [output]
         if len(items) != len(names):
@@ -155,8 +178,9 @@ def target_from_document(doc: dict) -> TargetSpec:
         axes=dict(t.ranges), dsls=("triton", "cute"), arg_names=tuple(d.inputs),
         verification_shapes=t.verification_shapes, random_shape=t.random_shape,
         benchmark_shapes=t.benchmark_shapes, make_inputs=t.make_inputs, reference=t.reference, check=t.check,
-        baseline=t.run_reference, output_spec=t.output_spec, canonical=lambda out: list(out) if isinstance(
-            out, (tuple, list)) else [out], bytes_min=t.bytes_min, flops=lambda shape: 0,
-        forbidden_torch=TOPK_FORBIDDEN | DENSE_FORBIDDEN | NORM_FORBIDDEN, tolerance=dict(t.tolerance),
+        baseline=t.run_reference, output_spec=t.output_spec,
+        canonical=t.builtin.canonical if t.builtin else (lambda out: list(out) if isinstance(out, (tuple, list)) else [out]),
+        bytes_min=t.bytes_min, flops=lambda shape: 0, forbidden_torch=TOPK_FORBIDDEN | DENSE_FORBIDDEN | NORM_FORBIDDEN,
+        tolerance=dict(t.builtin.tolerance) if t.builtin else dict(t.tolerance),
         value_families=("normal",), axis_classes={a: (tuple(r),) for a, r in t.ranges.items()},
     )

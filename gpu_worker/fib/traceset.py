@@ -5,6 +5,7 @@ exactly as the serving config routes it."""
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import math
 import shutil
@@ -30,6 +31,9 @@ from flashinfer_bench.data.json_utils import save_json_file
 from ..contract import from_json, to_json
 
 ENTRY = "kernel.py::forward"  # ark's candidates define forward(*inputs) and return the outputs
+# The most apply keys a promotion TraceSet lists to cover its routes point by point (docs/interop.md,
+# "Promotion an engine can load"): all 16384 batch sizes of a one-axis target's range fit.
+MAX_KEYS = 16384
 
 
 def solution_of(defn: Definition, *, name: str, source: str, author: str, dsl: str = "triton",
@@ -163,26 +167,54 @@ def route_for(config: dict, shape: dict) -> dict | None:
     return None
 
 
+def _kernel_route(config: dict, shape: dict) -> dict | None:
+    route = route_for(config, shape)
+    return route if route is not None and isinstance(route.get("kernel"), dict) else None
+
+
+def region_points(doc: dict, config: dict) -> list[dict] | None:
+    """Every var-axis point of the operating range that the serving config routes to a kernel (first
+    matching route, as ark's dispatcher), or None when the routed boxes hold more than MAX_KEYS points. A
+    route bounding an axis the Definition does not have serves nothing, as in route_for."""
+    ranges = doc["ranges"]
+    boxes = []
+    for route in config.get("routes") or []:
+        if not isinstance(route.get("kernel"), dict):
+            continue
+        bounds = route["bounds"] if "bounds" in route else {config.get("axis"): [route.get("lo", 0), route.get("hi")]}
+        if set(bounds) - set(ranges):
+            continue
+        box = {}
+        for axis, (lo, hi) in ranges.items():
+            b_lo, b_hi = bounds.get(axis, (lo, None))
+            box[axis] = (max(lo, b_lo), hi if b_hi is None else min(hi, b_hi - 1))  # route hi is exclusive
+        if all(lo <= hi for lo, hi in box.values()):
+            boxes.append(box)
+    if sum(math.prod(hi - lo + 1 for lo, hi in box.values()) for box in boxes) > MAX_KEYS:
+        return None
+    points = {tuple(zip(box, values)) for box in boxes
+              for values in itertools.product(*(range(lo, hi + 1) for lo, hi in box.values()))}
+    return [dict(p) for p in sorted(points) if _kernel_route(config, dict(p)) is not None]
+
+
 def promotion_traceset(payload: dict, out: str | Path) -> dict:
     """payload: {"document": ark.fib-target/1, "serving_config": ark.serving/1 document, "cells": [axes, ...]
-    (default: the document's cells)} -> a TraceSet at `out` whose traces name a promoted solution exactly
-    for the cells the serving config routes to it. Cells the default serves get no trace: with
+    (default: the document's cells)} -> a TraceSet at `out` for `flashinfer_bench.apply` that serves exactly
+    what the serving config routes. apply keys a call by its exact var-axis values, so the TraceSet has one
+    Trace, naming the route's Solution, per point of the operating range a route serves (coverage "region"),
+    when there are at most MAX_KEYS of them; else only per routed workload cell (coverage "cells": a shape
+    between cells then runs the default). Where the default serves there is no Trace: with
     ApplyConfig(on_miss_policy="fallback_only") apply calls the engine's own kernel there. A trace's speedup
-    is the evidence's when the route carries one, else 1 (apply only compares traces of one key, and each key
-    here has one)."""
+    is the evidence's when the route carries one, else 1 (apply compares traces of one key only, and each
+    key here has one). `served` counts the workload cells per kernel."""
     doc, config = payload["document"], payload["serving_config"]
     defn = Definition.model_validate(doc["definition"])
     cells = payload.get("cells") or [c["axes"] for c in doc.get("cells") or []]
     solutions: dict[str, Solution] = {}
-    traces, served = [], {"default": 0}
     version = config.get("version")
     env = Environment(hardware=str(config.get("hardware")), libs={"ark.serving": f"{config.get('target')} v{version}"})
-    for cell in cells:
-        shape = {**cell}
-        route = route_for(config, shape)
-        if route is None or not isinstance(route.get("kernel"), dict):
-            served["default"] += 1
-            continue
+
+    def solution_for(route: dict) -> str:
         k = route["kernel"]
         source = k.get("source")
         if not isinstance(source, str) or "sha256:" + hashlib.sha256(source.encode()).hexdigest() != k.get("source_hash"):
@@ -191,13 +223,26 @@ def promotion_traceset(payload: dict, out: str | Path) -> dict:
         if name not in solutions:
             solutions[name] = solution_of(defn, name=name, source=source, author="ark",
                                           description=f"promoted in serving config v{version}")
+        return name
+
+    served = {"default": 0}
+    for cell in cells:
+        route = _kernel_route(config, cell)
+        name = "default" if route is None else solution_for(route)
         served[name] = served.get(name, 0) + 1
+    points = region_points(doc, config)
+    coverage = "cells" if points is None else "region"
+    traces = []
+    for shape in (points if points is not None else cells):
+        route = _kernel_route(config, shape)
+        if route is None:
+            continue
         speedup = float(((route.get("evidence") or {}).get("speedup")) or 1.0)
-        traces.append(Trace(definition=defn.name, workload=workload_of(defn, shape), solution=name,
+        traces.append(Trace(definition=defn.name, workload=workload_of(defn, shape), solution=solution_for(route),
                             evaluation=Evaluation(
                                 status=EvaluationStatus.PASSED, environment=env, timestamp="serving-config",
                                 log=f"ark.route serving config v{version}",
                                 correctness=Correctness(), performance=Performance(speedup_factor=speedup))))
     ts = _fresh(Path(out))
     _write(ts, defn, list(solutions.values()), cells, traces)
-    return {"path": str(out), "definition": defn.name, "served": served}
+    return {"path": str(out), "definition": defn.name, "served": served, "coverage": coverage, "keys": len(traces)}

@@ -81,45 +81,77 @@ def serving_config(bounds):
                 "source_hash": "sha256:" + hashlib.sha256(KERNEL.encode()).hexdigest()}}]}
 
 
-def test_apply_serves_the_promoted_solution_exactly_on_the_cells_it_won(tmp_path, monkeypatch):
+def apply_picks(ts, target, batches):
+    """{batch: True when apply ran a Solution, False when it called the engine's fallback}, each output checked."""
     from gpu_worker.pipeline import interpreter_fix
 
     interpreter_fix.install()  # bf16 rounding as on the GPU (the interpreter truncates; h would be 1 ulp off)
-    monkeypatch.setenv("FIB_CACHE_PATH", str(tmp_path / "cache"))
-    doc = document()
-    result = promotion_traceset({"document": doc, "serving_config": serving_config([1, 129])}, tmp_path / "ts")
-    [name] = [k for k in result["served"] if k != "default"]
-    assert result["served"] == {"default": 1, name: 3}  # 1, 16, 128 promoted; 1024 stays the default
-    ts = TraceSet.from_path(str(tmp_path / "ts"))
-    target = target_from_document(doc)
-    calls = []
+    calls, picks = [], {}
 
     def fallback(*args):
         calls.append(args[0].shape[0])
         return target.baseline(*args)
 
     with ApplyRuntime(ts, ApplyConfig(on_miss_policy="fallback_only", aot_ratio=0.0)) as rt:
-        for batch, promoted in ((16, True), (128, True), (1024, False), (17, False)):
+        for batch in batches:
             inputs = target.make_inputs({"batch_size": batch}, batch, "cpu")
             before = len(calls)
             out = rt.dispatch(DEF, inputs, {}, fallback)
-            assert (len(calls) == before) == promoted, batch  # 17 lies in the box but is no promoted cell
+            picks[batch] = len(calls) == before
             ok, _, message = target.check(out, inputs, target.reference(inputs))
             assert ok, message
-    assert calls == [1024, 17]
+    return picks
+
+
+def test_apply_serves_the_promoted_solution_on_every_shape_of_its_region_and_nowhere_else(tmp_path, monkeypatch):
+    monkeypatch.setenv("FIB_CACHE_PATH", str(tmp_path / "cache"))
+    doc = document()
+    result = promotion_traceset({"document": doc, "serving_config": serving_config([1, 129])}, tmp_path / "ts")
+    [name] = [k for k in result["served"] if k != "default"]
+    assert result["served"] == {"default": 1, name: 3}  # cells 1, 16, 128 promoted; 1024 stays the default
+    assert (result["coverage"], result["keys"]) == ("region", 128)
+    ts = TraceSet.from_path(str(tmp_path / "ts"))
+    assert sorted(t.workload.axes["batch_size"] for t in ts.traces[DEF]) == list(range(1, 129))
+    assert {t.solution for t in ts.traces[DEF]} == {name}
+    # 17 and 100 are no workload cell but lie in the promoted box; 129 is just past it, 1024 far past
+    picks = apply_picks(ts, target_from_document(doc), (16, 17, 100, 128, 129, 1024))
+    assert picks == {16: True, 17: True, 100: True, 128: True, 129: False, 1024: False}
     # the promoted kernel really ran: its output is the Triton kernel's, bit for bit
-    inputs = target.make_inputs({"batch_size": 16}, 5, "cpu")
+    target = target_from_document(doc)
+    inputs = target.make_inputs({"batch_size": 17}, 5, "cpu")
     namespace = {}
     exec(compile(KERNEL, "kernel.py", "exec"), namespace)  # noqa: S102 - the kernel itself, outside apply
     with ApplyRuntime(ts, ApplyConfig(on_miss_policy="fallback_only", aot_ratio=0.0)) as rt:
-        routed = rt.dispatch(DEF, inputs, {}, fallback)
+        routed = rt.dispatch(DEF, inputs, {}, None)  # no fallback: a miss would raise
     assert all(torch.equal(a, b) for a, b in zip(routed, namespace["forward"](*inputs)))
+    doc_small = dict(doc, ranges={"batch_size": [1, 64]})  # past the operating range: no key, the default
+    promotion_traceset({"document": doc_small, "serving_config": serving_config([32, None])}, tmp_path / "ts2")
+    keys = sorted(t.workload.axes["batch_size"] for t in TraceSet.from_path(str(tmp_path / "ts2")).traces[DEF])
+    assert keys == list(range(32, 65))
 
 
-def test_a_promotion_to_no_cell_writes_a_traceset_that_serves_only_the_default(tmp_path, monkeypatch):
+def test_past_max_keys_the_promotion_lists_the_routed_cells_only(tmp_path, monkeypatch):
+    from gpu_worker.fib import traceset
+
+    monkeypatch.setenv("FIB_CACHE_PATH", str(tmp_path / "cache"))
+    monkeypatch.setattr(traceset, "MAX_KEYS", 100)
+    doc = document()
+    result = promotion_traceset({"document": doc, "serving_config": serving_config([1, 129])}, tmp_path / "ts")
+    assert (result["coverage"], result["keys"]) == ("cells", 3)
+    ts = TraceSet.from_path(str(tmp_path / "ts"))
+    assert sorted(t.workload.axes["batch_size"] for t in ts.traces[DEF]) == [1, 16, 128]
+    assert apply_picks(ts, target_from_document(doc), (16, 17)) == {16: True, 17: False}
+
+
+def test_a_route_between_the_cells_is_covered_and_one_past_the_range_serves_only_the_default(tmp_path, monkeypatch):
     monkeypatch.setenv("FIB_CACHE_PATH", str(tmp_path / "cache"))
     result = promotion_traceset({"document": document(), "serving_config": serving_config([2000, 4000])},
                                 tmp_path / "ts")
-    assert result["served"] == {"default": 4}
+    assert result["served"] == {"default": 4} and result["keys"] == 2000  # no workload cell, its 2000 sizes
+    assert sorted(t.workload.axes["batch_size"] for t in TraceSet.from_path(str(tmp_path / "ts")).traces[DEF]) == \
+        list(range(2000, 4000))
+    result = promotion_traceset({"document": document(), "serving_config": serving_config([20000, None])},
+                                tmp_path / "ts")
+    assert result["served"] == {"default": 4} and result["keys"] == 0
     ts = TraceSet.from_path(str(tmp_path / "ts"))
     assert not ts.traces and not ts.solutions
