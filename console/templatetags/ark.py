@@ -1,7 +1,4 @@
-from datetime import timedelta
-
 from django import template
-from django.utils import timezone
 
 register = template.Library()
 
@@ -9,15 +6,6 @@ register = template.Library()
 @register.filter
 def label(value) -> str:
     return str(value or "").replace("_", " ")
-
-
-@register.filter
-def any_unanswered(pings) -> bool:
-    """A ping sent in the last minute and still waiting: its table re-reads itself every few seconds as well
-    as on live events, since a pong that lands while the ping form's own answer is being swapped in would
-    otherwise be missed. An older unanswered ping has no worker behind it: no polling for it."""
-    since = timezone.now() - timedelta(seconds=60)
-    return any(p.answered is None and p.sent >= since for p in pings)
 
 
 @register.filter

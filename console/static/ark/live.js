@@ -10,9 +10,37 @@
   let opened = 0;
   const status = () => document.getElementById("live-status");
 
+  // News heard so far (messages and reconnects), and how much of it each htmx request had heard when it
+  // was sent. A swap can put older state on the page than the news already heard: a form's answer
+  // rendered before a message arrived, or a live section swapped in while a message arrived between
+  // htmx's swap and its settle (20 ms later), when the new section does not listen yet and the old one
+  // is gone. So when a swap settles after news it had not heard, every live section reads again
+  // (docs/operations.md, "Live updates that stay up").
+  let heard = 0;
+  const heardWhenSent = new WeakMap();
+
   function announce(detail) {
     body.dispatchEvent(new CustomEvent("ark-event", { detail: detail, bubbles: true }));
   }
+
+  function news(detail) {
+    heard += 1;
+    announce(detail);
+  }
+
+  body.addEventListener("htmx:beforeRequest", function (event) {
+    heardWhenSent.set(event.detail.xhr, heard);
+  });
+  body.addEventListener("htmx:afterSettle", function (event) {
+    const xhr = event.detail.xhr;
+    if (!heardWhenSent.has(xhr)) return;  // one swap settles several elements: read again once
+    const sent = heardWhenSent.get(xhr);
+    heardWhenSent.delete(xhr);
+    if (sent < heard) {
+      body.dataset.rereads = String(parseInt(body.dataset.rereads || "0", 10) + 1);
+      announce({ resync: true, missed: heard - sent });
+    }
+  });
 
   function connect() {
     const scheme = location.protocol === "https:" ? "wss://" : "ws://";
@@ -26,7 +54,7 @@
         // A reconnect: say so, and re-read every live section (messages may have been missed meanwhile).
         body.dataset.reconnects = String(opened - 1);
         if (status()) status().title = "live updates: reconnected at " + new Date().toLocaleTimeString();
-        announce({ resync: true });
+        news({ resync: true });
       }
     };
     socket.onmessage = function (message) {
@@ -34,7 +62,7 @@
       const gap = data.seq > lastSeq + 1 && lastSeq > 0;
       lastSeq = Math.max(lastSeq, data.seq);
       body.dataset.lastSeq = String(lastSeq);
-      announce(Object.assign({ resync: gap }, data));
+      news(Object.assign({ resync: gap }, data));
     };
     socket.onclose = function () {
       if (status()) {
