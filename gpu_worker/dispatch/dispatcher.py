@@ -13,9 +13,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpu_worker.serving_config import RouteTable, ServingConfigError, parse_serving_config
 from gpu_worker.dispatch.default import default_topk
-from gpu_worker.dispatch.loader import CandidateLoadError, load_candidate_module, source_hash, triton_kernel_names
+from gpu_worker.dispatch.loader import (
+    CandidateLoadError,
+    load_candidate_module,
+    source_hash,
+    triton_kernel_names,
+)
+from gpu_worker.serving_config import RouteTable, ServingConfigError, parse_serving_config
 
 
 @dataclass(frozen=True)
@@ -127,15 +132,31 @@ class Dispatcher:
         """The kernel for a shape ({"rows": 4, "n_ctx": 32768}): its box's, or the default outside every box."""
         return self._route(shape)[1]
 
+    @property
+    def kernels(self) -> tuple:
+        """The Kernel of each config route, in config order (the default's where a route names it)."""
+        return self._kernels
+
+    def _bounds(self, index: int | None) -> dict | None:
+        return None if index is None else {a: [lo, hi] for a, lo, hi in self.config.routes[index].bounds}
+
     def explain(self, shape: dict) -> dict:
-        """Which route serves `shape` and on what evidence (the config's own words)."""
+        """Which route serves `shape`, on what evidence (the config's own words), and how many calls that
+        route has served since the config was loaded or the counts were cleared."""
         index, kernel = self._route(shape)
         route = None if index is None else self.config.routes[index]
-        return {"shape": dict(shape), "route": index, "kernel": kernel.name,
-                "bounds": None if route is None else {a: [lo, hi] for a, lo, hi in route.bounds},
-                "evidence": None if route is None else route.evidence,
+        return {"shape": dict(shape), "route": index, "kernel": kernel.name, "bounds": self._bounds(index),
+                "evidence": None if route is None else route.evidence, "hits": self.route_hits.get(index, 0),
                 "why": "no route covers this shape: the default serves it" if route is None else
                        f"route {index} covers it"}
+
+    def hit_table(self) -> list[dict]:
+        """The calls each route served, in config order, then the fallback (route None); a route that
+        served nothing is listed with 0, so a route the workload never reached shows as such."""
+        indices = [*range(len(self._kernels)), None]
+        return [{"route": i, "bounds": self._bounds(i),
+                 "kernel": self.default.name if i is None else self._kernels[i].name,
+                 "calls": self.route_hits.get(i, 0)} for i in indices]
 
     def topk(self, logits, lengths, k: int, *, n_ctx: int | None = None):
         shape = {"rows": int(logits.shape[0]), "n_ctx": int(logits.shape[1] if n_ctx is None else n_ctx)}
@@ -147,33 +168,38 @@ class Dispatcher:
     __call__ = topk
 
 
-def single_kernel_config(
-    *,
-    target: str,
-    hardware: str,
-    candidate_id: str,
-    source: str,
-    params: dict | None = None,
-    version: int = 1,
+def _kernel_ref(candidate_id: str, source: str, params: dict | None) -> dict:
+    return {"candidate_id": candidate_id, "source_hash": source_hash(source), "params": params or {}, "source": source}
+
+
+def routed_config(
+    *, target: str, hardware: str, candidate_id: str, source: str, routes: list, axes=("rows", "n_ctx"),
+    params: dict | None = None, version: int = 1,
 ) -> dict:
-    """A config routing every axis value to one candidate (what the e2e gate serves)."""
-    return {
-        "schema": "ark.serving/1",
-        "target": target,
-        "hardware": hardware,
-        "version": version,
-        "axis": "n_ctx",
-        "fallback": "default",
-        "routes": [
-            {
-                "lo": 0,
-                "hi": None,
-                "kernel": {
-                    "candidate_id": candidate_id,
-                    "source_hash": source_hash(source),
-                    "params": params or {},
-                    "source": source,
-                },
-            }
-        ],
-    }
+    """A config serving a route set: a candidate's proposed boxes (loop/regions.py) or a serving config's
+    routes. A route's kernel "candidate" is the candidate's source, "default" the default, a dict a kernel
+    already named in full (another candidate a serving config routes); everything outside the routes gets
+    the default. Boxes ({"bounds": ...}) make a config over `axes`, ranges ({"lo", "hi"}) one over n_ctx."""
+    def kernel(k):
+        return _kernel_ref(candidate_id, source, params) if k == "candidate" else k
+
+    if not routes:
+        raise ValueError("an empty route set: nothing to serve")
+    boxes = [r for r in routes if isinstance(r, dict) and "bounds" in r]
+    if boxes and len(boxes) != len(routes):
+        raise ValueError("a route set is boxes or ranges, not both")
+    top = {"schema": "ark.serving/1", "target": target, "hardware": hardware, "version": version,
+           "fallback": "default"}
+    if boxes:
+        return {**top, "axes": list(axes),
+                "routes": [{**r, "kernel": kernel(r.get("kernel", "candidate"))} for r in routes]}
+    return {**top, "axis": "n_ctx",
+            "routes": [{"lo": r["lo"], "hi": r["hi"], "kernel": kernel(r.get("kernel", "candidate"))} for r in routes]}
+
+
+def single_kernel_config(
+    *, target: str, hardware: str, candidate_id: str, source: str, params: dict | None = None, version: int = 1,
+) -> dict:
+    """A config routing every axis value to one candidate (what the e2e gate serves without a route set)."""
+    return routed_config(target=target, hardware=hardware, candidate_id=candidate_id, source=source,
+                         routes=[{"lo": 0, "hi": None}], params=params, version=version)
