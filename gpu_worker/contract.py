@@ -22,7 +22,8 @@ ADDITIONS = {
     "2026-12-04": {
         "BenchShape": ("bytes_fraction", "flops_fraction", "profile"),
         "E2EPoint": ("ceiling_tok_s", "ceiling_ratio", "ceiling_ratio_ci95", "ceiling_attained",
-                     "gain_attained", "ceiling_parity"),
+                     "gain_attained", "ceiling_parity", "route_hits"),
+        "E2EStage": ("route_hits",),
     },
 }
 STATUSES = ("pass", "fail", "error", "skipped", "unavailable", "compile_only", "running")
@@ -239,6 +240,7 @@ class E2EPoint(Record):
     round_step_ms: dict | None = None
     timings: str | None = None           # why there are none (cpu-eager)
     error: str | None = None
+    route_hits: list | None = None       # per route, its calls in one decode step here (2026-12-04)
 
 
 @dataclass
@@ -297,6 +299,7 @@ class E2EStage(Stage):
     device: str | None = None
     date: str | None = None
     model: dict | str | None = None
+    route_hits: list | None = None       # per route {route, bounds, kernel, calls} over the grid (2026-12-04)
 
 
 @dataclass

@@ -9,6 +9,11 @@ bootstrap 95% interval over rounds. Parity compares the candidate's outputs with
 a profiler trace of one candidate replay must show the candidate's own Triton kernel.
 Beside them each point times the ceiling: the same step with the slot's kernel replaced by a fixed,
 precomputed answer (e2e/ceiling.py), so a candidate's gain reads as "attained x of a possible y".
+
+Given a route set (a candidate's proposed boxes, or a serving config's routes), the candidate side serves
+that route set instead of the candidate everywhere: each call goes to the route whose bounds hold its
+(rows = batch, n_ctx = context), the default outside every route, and each point and the stage report the
+calls per route (`route_hits`, docs/keep-rule.md, Winning regions).
 """
 
 import datetime
@@ -19,7 +24,14 @@ import time
 import numpy as np
 import torch
 
-from gpu_worker.dispatch import CandidateLoadError, Dispatcher, ServingConfigError, single_kernel_config
+from gpu_worker.dispatch import (
+    CandidateLoadError,
+    Dispatcher,
+    ServingConfigError,
+    parse_serving_config,
+    routed_config,
+    single_kernel_config,
+)
 from gpu_worker.e2e.ceiling import ceiling_summary, fixed_answer_for
 from gpu_worker.e2e.harness import PROFILES, HarnessConfig, normalize_grid
 from gpu_worker.e2e.model import DecodeModel, load_preset
@@ -48,9 +60,10 @@ def _finding(code: str, message: str, **extra) -> dict:
 
 
 def run_gate(
-    *, target: str, candidate_source: str, incumbent_source: str | None, profile: str, grid=None
+    *, target: str, candidate_source: str, incumbent_source: str | None, profile: str, grid=None, routes=None
 ) -> dict:
-    """The e2e stage of a report (see module docstring); never raises for a bad candidate."""
+    """The e2e stage of a report (see module docstring); never raises for a bad candidate. `routes`: the
+    route set the candidate side serves (dispatcher.routed_config); None serves the candidate everywhere."""
     if target not in E2E_TARGETS:
         return {
             "status": "skipped",
@@ -93,12 +106,13 @@ def run_gate(
             return result
     hardware = profile
     try:
+        config = _candidate_config(target, hardware, candidate_source, routes)
+    except (ServingConfigError, ValueError) as exc:  # the route set is the loop's, not the candidate's
+        result.update(status="error", reason=f"the route set to serve is not a serving config: {exc}")
+        return result
+    try:
         cand = Dispatcher(target)
-        cand.load(
-            single_kernel_config(
-                target=target, hardware=hardware, candidate_id="candidate", source=candidate_source
-            )
-        )
+        cand.load(config)
     except (ServingConfigError, CandidateLoadError) as exc:
         findings.append(_finding("e2e:load_failed", str(exc)))
         result["status"] = "fail"
@@ -140,6 +154,7 @@ def run_gate(
     result["model"] = f"{preset['model']}:{preset['name']}"
     runner = _run_point_graphs if cfg.graphs else _run_point_eager
     for batch, context in cfg.grid:
+        cand.route_hits = {}
         try:
             point = runner(cfg, preset, batch, context, dispatchers, findings)
         except Exception as exc:  # noqa: BLE001 -- a fault at one point is reported, the others still run
@@ -147,14 +162,56 @@ def run_gate(
                 _finding("e2e:point_error", f"{type(exc).__name__}: {exc}", batch=batch, context=context)
             )
             point = {"batch": batch, "context": context, "error": f"{type(exc).__name__}: {exc}"}
+        _count_routes(point, cand, preset["layers"], routed=routes is not None, eager=not cfg.graphs)
         result["points"].append(point)
         if gpu:
             torch.cuda.empty_cache()
 
     if cfg.sha256() != hash_before:
         findings.append(_finding("e2e:harness_changed", "the harness config changed during the run"))
+    result["route_hits"] = _total_hits(result["points"])
     result["status"] = _status(result, cfg)
     return result
+
+
+def _candidate_config(target: str, hardware: str, source: str, routes) -> dict:
+    """The config the candidate side serves: the candidate everywhere, or the route set given, which must
+    be a valid serving config and send at least one route to the candidate."""
+    if routes is None:
+        return single_kernel_config(target=target, hardware=hardware, candidate_id="candidate", source=source)
+    config = routed_config(target=target, hardware=hardware, candidate_id="candidate", source=source, routes=routes)
+    table = parse_serving_config(config, target=target)
+    if not any(r.kernel is not None and r.kernel.candidate_id == "candidate" for r in table.routes):
+        raise ValueError("no route serves the candidate: there is nothing of it to run end to end")
+    return config
+
+
+def _count_routes(point: dict, dispatcher: Dispatcher, layers: int, *, routed: bool, eager: bool) -> None:
+    """The point's calls per route in one decode step. Every step of a point has the same shape and so
+    the same routes: the counts over the steps taken (warm-up and capture included) divide by them.
+    Under a route set, the eager check that the candidate ran becomes: every layer's call went through
+    the route set's dispatcher (the default serves the shapes outside its routes)."""
+    total = sum(dispatcher.route_hits.values())
+    steps = total // layers if layers else 0
+    if steps == 0 or total != steps * layers:
+        point["route_hits"] = None  # the step failed before its calls, or some bypassed dispatch
+        return
+    point["route_hits"] = [{**row, "calls": row["calls"] // steps} for row in dispatcher.hit_table()]
+    if routed and eager and "error" not in point:
+        point["kernel_ran"] = True
+        point["kernel_evidence"] = "dispatch route hits (cpu-eager): every layer's call through the route set"
+
+
+def _total_hits(points: list) -> list | None:
+    """Calls per route over the grid: one decode step at each point."""
+    rows = [p["route_hits"] for p in points if p.get("route_hits")]
+    if not rows:
+        return None
+    total = [dict(row) for row in rows[0]]
+    for other in rows[1:]:
+        for row, add in zip(total, other):
+            row["calls"] += add["calls"]
+    return total
 
 
 def _interpreter_problem() -> str | None:
@@ -174,7 +231,8 @@ def _interpreter_problem() -> str | None:
 
 
 def _params_of(dispatcher: Dispatcher) -> dict:
-    forward = dispatcher.kernel_for(0).forward
+    """The candidate module's PARAMS (a route set may route other kernels too: only its own count)."""
+    forward = next(k for k in dispatcher.kernels if k.name == "candidate").forward
     return dict(forward.__globals__.get("PARAMS", {}) or {})
 
 
@@ -337,13 +395,15 @@ def _run_point_graphs(cfg, preset, batch, context, dispatchers, findings) -> dic
     del outs, out
 
     # profiler evidence: the candidate's own Triton kernel inside its graph, absent from the default's
-    cand_names = set(dispatchers["candidate"].kernel_for(context).triton_names)
+    served = dispatchers["candidate"].kernel_for_shape({"rows": batch, "n_ctx": context})
+    to_default = served is dispatchers["candidate"].default  # a route set may leave this point to the default
+    cand_names = set(served.triton_names)
     seen_cand = profiled_kernel_names(graphs["candidate"])
     seen_default = profiled_kernel_names(graphs["default"])
     evidence = sorted(
         n for n in cand_names if any(n in s for s in seen_cand) and not any(n in s for s in seen_default)
     )
-    if not evidence:
+    if not evidence and not to_default:
         findings.append(
             _finding(
                 "e2e:kernel_not_seen",
@@ -397,8 +457,8 @@ def _run_point_graphs(cfg, preset, batch, context, dispatchers, findings) -> dic
             "aa_ratio": aa_ratio,
             "aa_ci95": aa_ci,
             "parity": parity,
-            "kernel_ran": bool(evidence),
-            "kernel_evidence": evidence,
+            "kernel_ran": bool(evidence) or to_default,
+            "kernel_evidence": evidence or ("routed to the default here: no candidate kernel to see" if to_default else []),
             "step_ms": {name: float(np.median(t["ms"])) for name, t in times.items()},
             "wall_tok_s": {name: tok_s(name, "wall_ms") for name in times},
             "wall_over_events": wall_vs_events,
