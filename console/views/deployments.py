@@ -19,6 +19,7 @@ from loop import impact, selectors
 from loop.models import Candidate, ServingConfig, Target, WorkloadProfile
 from loop.regions import analyze_candidate_grid, grid_axes
 from loop.roles import PROMOTE, check_permission
+from loop.services import decisions
 from loop.services import deployments as deployment_services
 from loop.services.access import export_record
 from loop.services.workloads import workload_profile_set
@@ -140,6 +141,19 @@ def deployment_rollback(request, target, hardware):
                   _detail_context(request, target, hardware, rollback_form=form), status=400)
 
 
+def _e2e_route_hits(candidate: Candidate) -> dict | None:
+    """What the e2e gate's dispatcher served in the candidate's latest report: calls per route over the
+    grid and which routes served each point (gpu_worker/e2e/gate.py); None when the report has no counts."""
+    evaluation = candidate.evaluations.order_by("-attempt").first()
+    stage = ((evaluation.report or {}).get("stages") or {}).get("e2e") or {} if evaluation else {}
+    if not stage.get("route_hits"):
+        return None
+    points = [{"batch": p.get("batch"), "context": p.get("context"),
+               "served": [r for r in p["route_hits"] if r.get("calls")]}
+              for p in stage.get("points") or [] if p.get("route_hits")]
+    return {"routes": stage["route_hits"], "points": points, "mode": stage.get("mode")}
+
+
 def _regions_context(request, candidate: Candidate, form=None) -> dict:
     run = candidate.run
     target = run.thesis.target
@@ -148,6 +162,7 @@ def _regions_context(request, candidate: Candidate, form=None) -> dict:
     effect = impact.promotion_impact(candidate, grid, current) if grid else None
     data = grid.to_json() if grid else None
     return {"candidate": candidate, "run": run, "target": target, "grid": data, "current": current,
+            "has_grid": grid_axes(target) is not None, "e2e_hits": _e2e_route_hits(candidate),
             "heatmap": charts.region_heatmap(data, effect) if data else None, "impact": effect,
             "left_out": [c for c in (data or {}).get("cells", []) if c["status"] != "win"],
             "form": form or RegionPromoteForm(initial={"based_on": current.version if current else 0})}
@@ -168,6 +183,7 @@ def candidate_regions_promote(request, pk):
     if form.is_valid():
         grid = analyze_candidate_grid(candidate, baseline="default")  # recomputed: the page's routes, not the post's
         try:
+            decisions.four_eyes_check(actor=request.user, candidate=candidate)
             if grid is None or not grid.routes:
                 raise ValidationError("This candidate wins no region of its target's grid: nothing to promote.")
             config = deployment_services.deployment_promote(
