@@ -2,6 +2,7 @@
 run as a TraceSet. The work is in loop/services/fib.py; these views parse the form and answer."""
 
 import io
+import json
 import tempfile
 import zipfile
 from pathlib import Path
@@ -15,7 +16,9 @@ from django.shortcuts import get_object_or_404, redirect, render
 from loop.models import Run
 from loop.roles import EDIT_THESIS, check_permission
 from loop.services.access import export_record
-from loop.services.fib import fib_definition_import, fib_traceset_export
+from gpu_worker.fib.generators import KINDS
+from gpu_worker.target_catalog import CATALOG
+from loop.services.fib import fib_definition_import, fib_traceset_export, imported_targets
 
 from .common import error_text
 
@@ -31,6 +34,29 @@ class DefinitionImportForm(forms.Form):
                                        "(an axis left out takes the workloads' span).")
     atol = forms.FloatField(required=False, min_value=0, help_text="Per-output absolute tolerance (default 0.01).")
     rtol = forms.FloatField(required=False, min_value=0, help_text="Per-output relative tolerance (default 0.01).")
+    inputs = forms.CharField(
+        required=False, label="Input generators",
+        widget=forms.Textarea(attrs={"rows": 5, "placeholder": '{"seq_lens": {"kind": "lengths", "max": "max_num_pages * page_size"}}'}),
+        help_text="JSON: for inputs the definition cannot describe (lengths, a page table over a cache, an FP8 "
+                  "cache with its scales), which generator draws them: " + "; ".join(f"{k}: {v}" for k, v in KINDS.items())
+                  + ". Other inputs are drawn by FlashInfer-Bench.")
+    check = forms.ChoiceField(
+        required=False, label="Check",
+        choices=[("", "FlashInfer-Bench's per-output tolerance")] + [(n, f"{n}'s check (built-in target)") for n in sorted(CATALOG)],
+        help_text="A built-in target with the same contract whose stronger check (and exact reference) replaces "
+                  "the per-output tolerance, e.g. a top-k compared as sets with ties.")
+
+    def clean_inputs(self):
+        text = (self.cleaned_data.get("inputs") or "").strip()
+        if not text:
+            return {}
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise forms.ValidationError(f"Not JSON: {exc}") from None
+        if not isinstance(value, dict):
+            raise forms.ValidationError("A JSON object: input name -> generator declaration.")
+        return value
 
     def _text(self, name):
         upload = self.cleaned_data.get(name)
@@ -61,15 +87,19 @@ def definition_import(request):
             target = fib_definition_import(
                 actor=request.user, definition_text=data["definition_text"], workloads_text=data["workloads_text"],
                 ranges=[line.strip() for line in (data.get("ranges") or "").splitlines() if line.strip()],
-                tolerance=tolerance, source=getattr(data.get("workloads") or data["definition"], "name", ""))
+                tolerance=tolerance, source=getattr(data.get("workloads") or data["definition"], "name", ""),
+                inputs=data.get("inputs") or None, check=data.get("check") or None)
         except ValidationError as error:
             form.add_error(None, f"Import refused, nothing changed: {error_text(error)}")
         else:
             cells = len(target.document.get("cells") or [])
+            drawn = ", ".join(f"{n} ({d['kind']})" for n, d in (target.document.get("inputs") or {}).items())
             messages.success(request, f"Imported {target.name}: {', '.join(f'{a} {lo}..{hi}' for a, (lo, hi) in target.axes.items())}"
-                                      f"; {cells} workload cells. Write a thesis on it to start a run.")
+                                      f"; {cells} workload cells" + (f"; drawn by ark: {drawn}" if drawn else "")
+                                      + (f"; checked as {target.document['check']}" if target.document.get("check") else "")
+                                      + ". Write a thesis on it to start a run.")
             return redirect("thesis_new")
-    return render(request, "console/interop/import.html", {"form": form})
+    return render(request, "console/interop/import.html", {"form": form, "imported": imported_targets()})
 
 
 def run_traceset(request, pk):

@@ -16,7 +16,9 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
-from gpu_worker.fib.document import DocumentError, parse_ranges, var_axes
+from gpu_worker.fib.document import DEFAULT_TOLERANCE, DocumentError, parse_ranges, var_axes
+from gpu_worker.fib.generators import GeneratorError, check_generators
+from gpu_worker.target_catalog import CATALOG
 from loop.audit import event_write
 from loop.models import Candidate, Run, ServingConfig, Target
 from loop.roles import EDIT_THESIS, check_permission
@@ -43,9 +45,10 @@ def fib_call(command: str, payload: dict, *, timeout: float = TIMEOUT_S) -> dict
     return answer
 
 
-def _precheck(definition_text: str, workloads_text: str, ranges) -> None:
-    """What can be said without the package (no child process): the ranges' syntax, and a var axis with
-    neither a range nor workloads to take one from."""
+def _precheck(definition_text: str, workloads_text: str, ranges, inputs: dict | None, check: str | None) -> None:
+    """What can be said without the package (no child process): the ranges' syntax, a var axis with
+    neither a range nor workloads to take one from, input generators that do not fit the definition, a
+    check that names no built-in target."""
     try:
         spans = parse_ranges(list(ranges))
     except DocumentError as exc:
@@ -60,19 +63,28 @@ def _precheck(definition_text: str, workloads_text: str, ranges) -> None:
     if missing and not (workloads_text or "").strip():
         raise ValidationError(f"no operating range for var axis {', '.join(missing)} "
                               f"(give --range {missing[0]}=lo:hi, or workloads to take it from)")
+    try:
+        check_generators(definition, inputs or {})
+    except GeneratorError as exc:
+        raise ValidationError(str(exc)) from None
+    if check and check not in CATALOG:
+        raise ValidationError(f"check {check!r}: not a built-in target (built-in: {', '.join(sorted(CATALOG))})")
 
 
 def fib_definition_import(*, actor, definition_text: str, workloads_text: str = "", ranges=(),
-                          tolerance: dict | None = None, source: str = "") -> Target:
+                          tolerance: dict | None = None, source: str = "", inputs: dict | None = None,
+                          check: str | None = None) -> Target:
     """Create or replace the Target a FlashInfer-Bench Definition describes; its workloads, if any, become
-    the target's workload profile (weights per cell). A built-in target's name is refused."""
+    the target's workload profile (weights per cell). `inputs` declares generators for inputs the
+    Definition cannot describe, `check` a built-in target whose check replaces the per-output tolerance
+    (docs/interop.md). A built-in target's name is refused."""
     check_permission(actor, EDIT_THESIS)
-    _precheck(definition_text, workloads_text, ranges)
+    _precheck(definition_text, workloads_text, ranges, inputs, check)
     name = json.loads(definition_text).get("name")
     if Target.objects.filter(name=str(name), document={}).exists():
         raise ValidationError(f"{name} is a built-in target; an imported definition may not replace it")
     doc = fib_call("read", {"definition": definition_text, "workloads": workloads_text, "ranges": list(ranges),
-                            "tolerance": tolerance})["document"]
+                            "tolerance": tolerance, "inputs": inputs or None, "check": check or None})["document"]
     d = doc["definition"]
     fields = {"version": "1", "description": (d.get("description") or d["name"])[:2000],
               "axes": doc["ranges"], "dsls": ["triton", "cute"], "e2e_slot": "", "document": doc}
@@ -87,11 +99,28 @@ def fib_definition_import(*, actor, definition_text: str, workloads_text: str = 
             target.refresh_from_db()
         event_write(type="target.imported", actor=actor, subject=target, payload={
             "name": target.name, "ranges": doc["ranges"], "cells": len(doc.get("cells") or []),
-            "source": source[:200], "format": "flashinfer-bench"})
+            "source": source[:200], "format": "flashinfer-bench", "inputs": doc.get("inputs") or {},
+            "check": doc.get("check")})
         if doc.get("cells"):
             workload_profile_set(target, [(c["axes"], c["weight"]) for c in doc["cells"]], actor=actor,
                                  source=f"fib:{source}"[:200])
     return target
+
+
+def imported_targets() -> list[dict]:
+    """The imported targets as the console lists them: ranges, how each input is drawn, the check."""
+    rows = []
+    for target in Target.objects.exclude(document={}).order_by("name"):
+        doc = target.document
+        declared = doc.get("inputs") or {}
+        rows.append({"name": target.name, "ranges": doc.get("ranges") or {}, "cells": len(doc.get("cells") or []),
+                     "inputs": [{"name": n, "drawn_by": (f"ark: {declared[n]['kind']}" if n in declared else "FlashInfer-Bench"),
+                                 "params": {k: v for k, v in (declared.get(n) or {}).items() if k != "kind"}}
+                                for n in (doc.get("definition") or {}).get("inputs") or {}],
+                     "check": (f"{doc['check']}'s check" if doc.get("check") else
+                               "FlashInfer-Bench per-output tolerance " + ", ".join(
+                                   f"{k} {v:g}" for k, v in {**DEFAULT_TOLERANCE, **(doc.get("tolerance") or {})}.items()))})
+    return rows
 
 
 def _candidate_payload(candidate: Candidate) -> dict:

@@ -69,3 +69,30 @@ def test_a_builtin_targets_run_has_no_export_button_and_the_export_says_why(alic
     assert b'data-testid="export-traceset"' not in as_alice.get(f"/runs/{run.pk}/").content
     answer = as_alice.post(f"/runs/{run.pk}/traceset.zip", follow=True)
     assert answer.status_code == 200 and b"built-in target" in answer.content
+
+
+def test_the_indexer_imports_with_its_generators_and_check_and_the_page_lists_them(alice):
+    from loop.models import Target
+
+    defs = DEF_PATH.parent
+    name = "dsa_topk_indexer_fp8_h64_d128_topk2048_ps64"
+    sidecar = json.loads((defs / f"{name}.inputs.json").read_text())
+    as_alice = client_for(alice)
+    form = {"definition": upload((defs / f"{name}.json").read_text()),
+            "ranges": "batch_size=1:128\nnum_pages=64:8192\nmax_num_pages=1:4096"}
+    refused = as_alice.post("/targets/import/", {**form, "inputs": '{"seq_lens": {"kind": "zipf"}}'})
+    assert refused.status_code == 200 and b"unknown generator kind" in refused.content
+    refused = as_alice.post("/targets/import/", {**form, "definition": upload((defs / f"{name}.json").read_text()),
+                                                 "inputs": "[1]"})
+    assert refused.status_code == 200 and b"A JSON object" in refused.content
+    assert not Target.objects.filter(name=name).exists()
+    done = as_alice.post("/targets/import/", {**form, "definition": upload((defs / f"{name}.json").read_text()),
+                                              "inputs": json.dumps(sidecar["inputs"]), "check": sidecar["check"]},
+                         follow=True)
+    assert done.status_code == 200 and b"drawn by ark: seq_lens (lengths)" in done.content
+    target = Target.objects.get(name=name)
+    assert target.document["inputs"] == sidecar["inputs"] and target.document["check"] == "dsa_indexer_topk_fp8"
+    page = as_alice.get("/targets/import/").content.decode()
+    assert 'data-testid="fib-imported-' + name in page
+    assert "block_table: ark: page_table lengths=seq_lens cache=k_index_cache_fp8" in page
+    assert "q_index_fp8: FlashInfer-Bench" in page and "dsa_indexer_topk_fp8&#x27;s check" in page

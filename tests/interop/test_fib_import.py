@@ -104,7 +104,7 @@ def test_import_spec_export_and_promotion_of_an_imported_target(imported, alice,
     assert len(ts.traces[DEF]) == timed > 0
     assert len(ts.workloads[DEF]) == 3
 
-    # a promotion writes the TraceSet apply serves: the promoted cells only
+    # a promotion writes the TraceSet apply serves: every batch size its route covers, nothing past it
     from loop.models import ServingConfig
     from loop.services.deployments import serving_export
     from loop.services.fib import promotion_dir
@@ -119,4 +119,18 @@ def test_import_spec_export_and_promotion_of_an_imported_target(imported, alice,
                                           routes=doc["routes"], document=doc, author=alice, approver=dana)
     serving_export(config=config)
     ts = TraceSet.from_path(str(promotion_dir(config)))
-    assert sorted(t.workload.axes["batch_size"] for t in ts.traces[DEF]) == [1, 64]  # 2048 stays the default
+    assert sorted(t.workload.axes["batch_size"] for t in ts.traces[DEF]) == list(range(1, 65))  # 2048: default
+
+
+def test_generators_and_a_check_that_cannot_fit_are_refused_before_any_child_runs(db, alice, monkeypatch):
+    from django.core.exceptions import ValidationError
+
+    from loop.services import fib
+
+    monkeypatch.setattr(fib, "fib_call", lambda *a, **k: pytest.fail("a child process was started"))
+    text = DEF_PATH.read_text()
+    with pytest.raises(ValidationError, match="not a built-in target"):
+        fib.fib_definition_import(actor=alice, definition_text=text, ranges=["batch_size=1:9"], check="nope")
+    with pytest.raises(ValidationError, match="lengths fill a 1-D integer tensor"):
+        fib.fib_definition_import(actor=alice, definition_text=text, ranges=["batch_size=1:9"],
+                                  inputs={"residual": {"kind": "lengths", "max": "batch_size"}})
