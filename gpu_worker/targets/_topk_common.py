@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import torch
 
+from .. import target_catalog
+
 
 def structure_problems(out, M: int, k: int, lengths: torch.Tensor) -> tuple[str | None, int]:
     """Check type, shape, padding, range and uniqueness. Returns (message or None, #bad entries)."""
@@ -84,10 +86,10 @@ def ragged_lengths(M: int, N: int, k: int, g: torch.Generator, device) -> torch.
 #   heavy_tail  x * exp(2y): magnitudes spread over many decades, a few huge
 #   near_bf16   1 + u * 2^-8 scaled by a power of two per row: one bf16 (and ~4 fp16) values per row,
 #               thousands of distinct f32 values, so a selection in reduced precision picks the wrong set
-TOPK_FAMILIES = ("normal", "relu", "ties", "heavy_tail", "near_bf16")
+TOPK_FAMILIES = target_catalog.TOPK_FAMILIES
 #   indexer     the e2e model's indexer logits (gpu_worker/e2e/model.py, preset "mini": 64 heads of 128, FP8
 #               q and K with per-row scales, relu, weighted head sum): dsa_topk's input as the model makes it
-DSA_TOPK_FAMILIES = TOPK_FAMILIES + ("indexer",)
+DSA_TOPK_FAMILIES = target_catalog.DSA_TOPK.value_families
 INDEXER_HEADS, INDEXER_DIM = 64, 128
 
 

@@ -7,19 +7,16 @@ import random
 
 import torch
 
-from .base import DENSE_FORBIDDEN, NORM_FORBIDDEN, Shape, TargetSpec, generator
+from ..target_catalog import ADD_RMSNORM as INFO
+from .base import Shape, TargetSpec, generator
 
 EPS = 1e-6
-# y: f32 math then one bf16 rounding is within 2^-9 relative; allow one more rounding (2^-8) and no more.
-Y_RTOL = 2.0 ** -8
-Y_ATOL = 1e-5
+# the check's bounds on y (why these values: the catalog entry); h is exact
+Y_RTOL = INFO.tolerance["y_rtol"]
+Y_ATOL = INFO.tolerance["y_atol"]
 
 
-# Token bins from one decode token to a long prefill chunk, hidden bins over the models' widths.
-AXIS_CLASSES = {
-    "tokens": ((1, 1), (2, 64), (65, 1024), (1025, 16384)),
-    "hidden": ((2048, 4096), (4097, 8192)),
-}
+AXIS_CLASSES = INFO.axis_classes
 # What x and the residual can look like (a shape's "values" field names one); each makes a shortcut in
 # the reduction visible:
 #   normal    x ~ N(0, 1), residual ~ N(0, 4)
@@ -27,7 +24,7 @@ AXIS_CLASSES = {
 #   small     magnitudes ~ 1e-3: mean(h^2) ~ eps, and h^2 is below fp16's normal range
 #   outliers  a few channels 2^7 times larger than the rest, as in LLM activations: an accumulator
 #             that loses the small terms beside the large ones gets the mean of squares wrong
-FAMILIES = ("normal", "large", "small", "outliers")
+FAMILIES = INFO.value_families
 SCALE = {"normal": 1.0, "large": 512.0, "small": 1e-3, "outliers": 1.0}
 RANDOM_ELEMENTS = 1 << 21  # tokens x hidden of the drawn shape: seconds in Triton's interpreter
 
@@ -149,15 +146,9 @@ def flops(shape: Shape) -> int:
     return 0
 
 
-TARGET = TargetSpec(
-    name="add_rmsnorm", version=1,
-    description="Fused residual add + RMSNorm: (h, y) = (x + r, rmsnorm(x + r) * w), bf16 in and out",
-    axes={"hidden": (2048, 8192), "tokens": (1, 16384)}, dsls=("triton", "cute"),
-    arg_names=("x", "residual", "weight", "eps"),
+TARGET = TargetSpec.of(
+    INFO,
     verification_shapes=verification_shapes, random_shape=random_shape, benchmark_shapes=benchmark_shapes,
     make_inputs=make_inputs, reference=reference, check=check, baseline=baseline, output_spec=output_spec,
-    canonical=canonical, bytes_min=bytes_min, flops=flops, forbidden_torch=NORM_FORBIDDEN | DENSE_FORBIDDEN,
-    seed_candidates=("seed.py", "seed_cute.py"), e2e_slot=None,
-    tolerance={"h": 0.0, "y_rtol": Y_RTOL, "y_atol": Y_ATOL},
-    value_families=FAMILIES, axis_classes=AXIS_CLASSES, gpu_shapes=GPU_SHAPES, cpu_shapes=CPU_SHAPES,
+    canonical=canonical, bytes_min=bytes_min, flops=flops, gpu_shapes=GPU_SHAPES, cpu_shapes=CPU_SHAPES,
 )

@@ -7,27 +7,22 @@ import random
 
 import torch
 
+from ..target_catalog import DSA_INDEXER_TOPK as INFO
 from . import _topk_common as tc
-from .base import DENSE_FORBIDDEN, TOPK_FORBIDDEN, Shape, TargetSpec, generator
+from .base import Shape, TargetSpec, generator
 
 K = 2048
 HEADS, HEAD_DIM = 64, 128
-# bf16 operands, f32 accumulation: scores agree to ~1e-6 of the row's largest |score|; near-ties
-# within SCORE_RTOL of it may swap at the k-th boundary, nothing further.
-SCORE_RTOL = 1e-4
-SUM_BANDS = 4.0  # the selected scores' sum may differ from the reference top-k sum by this many bands
+# the check's bounds (why these values: the catalog entry)
+SCORE_RTOL = INFO.tolerance["score_rtol"]
+SUM_BANDS = INFO.tolerance["sum_bands"]
 
 
 def _shape(rows, n_ctx, values="normal", lengths="ragged") -> Shape:
     return {"rows": rows, "n_ctx": n_ctx, "k": K, "values": values, "lengths": lengths}
 
 
-# Length bins up to 256K (32K-128K is one bin: the interpreter's cost) and row bins from one decode
-# row to a full batch.
-AXIS_CLASSES = {
-    "n_ctx": ((4096, 8192), (8193, 32768), (32769, 131072), (131073, 262144)),
-    "rows": ((1, 1), (2, 8), (9, 64), (65, 128)),
-}
+AXIS_CLASSES = INFO.axis_classes
 # What the indexer's inputs can look like (a shape's "values" field names one):
 #   normal      normal q, keys and head weights
 #   relu        keys point away from every query for most positions: most scores exactly 0
@@ -36,7 +31,7 @@ AXIS_CLASSES = {
 #   near_bf16   every key is one common key plus a small perturbation: a row's scores fall on a few dozen
 #               bf16 values (a hundred or more scores per value near the k-th), so logits kept in bf16
 #               (or accumulated in reduced precision) pick the wrong set
-FAMILIES = ("normal", "relu", "ties", "heavy_tail", "near_bf16")
+FAMILIES = INFO.value_families
 RANDOM_POSITIONS = 1 << 16  # rows x n_ctx (and n_ctx) of the drawn shape: seconds in Triton's interpreter
 
 
@@ -193,14 +188,9 @@ def flops(shape: Shape) -> int:
     return 2 * M * N * HEADS * HEAD_DIM + 3 * M * N * HEADS
 
 
-TARGET = TargetSpec(
-    name="dsa_indexer_topk", version=1,
-    description="DSA lightning indexer: sum_h w*relu(q.k) scores then top-2048 indices per row, -1 padded",
-    axes={"n_ctx": (4096, 262144), "rows": (1, 128)}, dsls=("triton", "cute"),
-    arg_names=("q", "k_index", "weights", "lengths", "k"),
+TARGET = TargetSpec.of(
+    INFO,
     verification_shapes=verification_shapes, random_shape=random_shape, benchmark_shapes=benchmark_shapes,
     make_inputs=make_inputs, reference=reference, check=check, baseline=baseline, output_spec=output_spec,
-    canonical=tc.canonical, bytes_min=bytes_min, flops=flops, forbidden_torch=TOPK_FORBIDDEN | DENSE_FORBIDDEN,
-    seed_candidates=("seed.py",), e2e_slot=None, tolerance={"score_rtol": SCORE_RTOL, "sum_bands": SUM_BANDS},
-    value_families=FAMILIES, axis_classes=AXIS_CLASSES, gpu_shapes=GPU_SHAPES, cpu_shapes=CPU_SHAPES,
+    canonical=tc.canonical, bytes_min=bytes_min, flops=flops, gpu_shapes=GPU_SHAPES, cpu_shapes=CPU_SHAPES,
 )

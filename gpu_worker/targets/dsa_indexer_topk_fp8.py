@@ -17,37 +17,31 @@ import random
 
 import torch
 
+from ..target_catalog import DSA_INDEXER_TOPK_FP8 as INFO
 from . import _topk_common as tc
-from .base import DENSE_FORBIDDEN, TOPK_FORBIDDEN, Shape, TargetSpec, generator
+from .base import Shape, TargetSpec, generator
 
 K = 2048
 HEADS, HEAD_DIM, PAGE = 64, 128, 64
 ROW_BYTES = HEAD_DIM + 4
 FP8_MAX = 448.0
 # How far a candidate's logit may sit from the exact one, as a fraction of the token's absolute-term sum
-#   S_t = scale_t * sum_h |w_h| * sum_d |q_hd k_td|.
-# FP8 x FP8 products are exact in f32; what differs is only how the 128 + 64 + 2 terms are added. An f32
-# sum in any order is within (n - 1) * 2^-24 * S_t (n = 194: 1.2e-5); Hopper's FP8 tensor cores align their
-# products to about 13 mantissa bits inside each MMA (DeepSeek-V3 report, section 3.3.2), which the bound
-# must admit too: ACC_EPS = 2^-10 covers both with margin. Two tokens may swap at the k-th boundary only
-# if their exact logits are within the sum of their two bands (docs/kernels.md, "The FP8 indexer").
-ACC_EPS = 2.0 ** -10
+# S_t (why 2^-10: the catalog entry). Two tokens may swap at the k-th boundary only if their exact logits
+# are within the sum of their two bands (docs/kernels.md, "The FP8 indexer").
+ACC_EPS = INFO.tolerance["acc_eps"]
 
 
 def _shape(rows, n_ctx, values="normal", lengths="ragged") -> Shape:
     return {"rows": rows, "n_ctx": n_ctx, "k": K, "values": values, "lengths": lengths}
 
 
-AXIS_CLASSES = {
-    "n_ctx": ((4096, 8192), (8193, 32768), (32769, 131072), (131073, 262144)),
-    "rows": ((1, 1), (2, 8), (9, 64), (65, 128)),
-}
+AXIS_CLASSES = INFO.axis_classes
 # The value families of dsa_indexer_topk, drawn in f32 and then quantised as a server does (per-token K
 # scale amax/448, per-head q scale folded into the weights):
 #   normal, relu (most logits exactly 0), ties (16 distinct keys), heavy_tail (key norms log-normal: the
 #   K scales spread over decades), near_bf16 (one common key plus 2% noise: after FP8 rounding most keys
 #   coincide, so ties and near-ties crowd the k-th value)
-FAMILIES = ("normal", "relu", "ties", "heavy_tail", "near_bf16")
+FAMILIES = INFO.value_families
 RANDOM_POSITIONS = 1 << 16
 
 
@@ -270,15 +264,9 @@ def flops(shape: Shape) -> int:
     return 2 * M * N * HEADS * HEAD_DIM + 3 * M * N * HEADS
 
 
-TARGET = TargetSpec(
-    name="dsa_indexer_topk_fp8", version=1,
-    description="DSA lightning indexer in FP8 over a paged K cache (FlashInfer-Bench "
-                "dsa_topk_indexer_fp8_h64_d128_topk2048_ps64): top-2048 global token ids per row, -1 padded",
-    axes={"n_ctx": (4096, 262144), "rows": (1, 128)}, dsls=("triton", "cute"),
-    arg_names=("q_index_fp8", "k_index_cache_fp8", "weights", "seq_lens", "block_table"),
+TARGET = TargetSpec.of(
+    INFO,
     verification_shapes=verification_shapes, random_shape=random_shape, benchmark_shapes=benchmark_shapes,
     make_inputs=make_inputs, reference=reference, check=check, baseline=baseline, output_spec=output_spec,
-    canonical=tc.canonical, bytes_min=bytes_min, flops=flops, forbidden_torch=TOPK_FORBIDDEN | DENSE_FORBIDDEN,
-    seed_candidates=("seed.py",), e2e_slot=None, tolerance={"acc_eps": ACC_EPS},
-    value_families=FAMILIES, axis_classes=AXIS_CLASSES, gpu_shapes=GPU_SHAPES,
+    canonical=tc.canonical, bytes_min=bytes_min, flops=flops, gpu_shapes=GPU_SHAPES,
 )

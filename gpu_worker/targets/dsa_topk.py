@@ -7,8 +7,9 @@ import random
 
 import torch
 
+from ..target_catalog import DSA_TOPK as INFO
 from . import _topk_common as tc
-from .base import TOPK_FORBIDDEN, Shape, TargetSpec, generator
+from .base import Shape, TargetSpec, generator
 
 K = 2048
 PAST_LENGTH = 1.0e4  # values past a row's length are larger than any valid one: ignoring lengths fails
@@ -18,12 +19,7 @@ def _shape(rows, n_ctx, values="normal", lengths="ragged") -> Shape:
     return {"rows": rows, "n_ctx": n_ctx, "k": K, "values": values, "lengths": lengths}
 
 
-# Length bins up to the 256K the DSA range reaches (a kernel wrong only past 64K must meet a shape there),
-# and row bins from one decode row to a full batch.
-AXIS_CLASSES = {
-    "n_ctx": ((4096, 8192), (8193, 32768), (32769, 65536), (65537, 131072), (131073, 262144)),
-    "rows": ((1, 1), (2, 8), (9, 64), (65, 128)),
-}
+AXIS_CLASSES = INFO.axis_classes
 # The drawn shape keeps rows x n_ctx under this, so a CPU host (Triton's interpreter) verifies it in seconds.
 RANDOM_ELEMENTS = 1 << 18
 
@@ -130,14 +126,9 @@ def flops(shape: Shape) -> int:
     return 0
 
 
-TARGET = TargetSpec(
-    name="dsa_topk", version=1,
-    description="DSA decode top-k: int32 indices of the 2048 largest f32 logits over each row's length, -1 padded",
-    axes={"n_ctx": (4096, 262144), "rows": (1, 128)}, dsls=("triton", "cute"),
-    arg_names=("logits", "lengths", "k"),
+TARGET = TargetSpec.of(
+    INFO,
     verification_shapes=verification_shapes, random_shape=random_shape, benchmark_shapes=benchmark_shapes,
     make_inputs=make_inputs, reference=reference, check=check, baseline=baseline, output_spec=output_spec,
-    canonical=tc.canonical, bytes_min=bytes_min, flops=flops, forbidden_torch=TOPK_FORBIDDEN,
-    seed_candidates=("seed.py",), e2e_slot="topk", tolerance={"values": 0.0},
-    value_families=tc.DSA_TOPK_FAMILIES, axis_classes=AXIS_CLASSES, gpu_shapes=GPU_SHAPES, cpu_shapes=CPU_SHAPES,
+    canonical=tc.canonical, bytes_min=bytes_min, flops=flops, gpu_shapes=GPU_SHAPES, cpu_shapes=CPU_SHAPES,
 )
