@@ -4,6 +4,7 @@ from collections import Counter
 from datetime import timedelta
 
 from django.conf import settings
+from django.core.paginator import Page, Paginator
 from django.db.models import Count, Max, Prefetch, Q
 from django.utils import timezone
 
@@ -44,8 +45,8 @@ def last_seq() -> int:
 
 # --- runs and their progress ---------------------------------------------------------------------------
 
-def outcome_of(candidate: Candidate) -> str:
-    return "in_flight" if candidate.status in OPEN else candidate.status  # waiting to be sent counts too
+def outcome_of(status: str) -> str:
+    return "in_flight" if status in OPEN else status  # waiting to be sent counts too
 
 
 def run_progress(run: Run) -> dict:
@@ -315,39 +316,61 @@ def _annotate(candidates):
         decisions = list(candidate.decisions.all())
         candidate.latest_evaluation = evaluations[-1] if evaluations else None
         candidate.latest_decision = decisions[-1] if decisions else None
-        candidate.outcome = outcome_of(candidate)
+        candidate.outcome = outcome_of(candidate.status)
     return candidates
 
 
-def run_candidates(run: Run):
-    candidates = run.candidates.select_related("parent").prefetch_related(
-        Prefetch("evaluations", queryset=Evaluation.objects.order_by("attempt")),
+# A run page lists this many candidates per page, newest first (every one awaiting review is on the first
+# page too): a run of hundreds of candidates rendered whole cost 0.4 s a request (docs/scaling.md).
+RUN_PAGE_ROWS = 50
+
+
+def _with_history(candidates):
+    """Candidates with their evaluations (without the report: a row needs only its figures) and decisions
+    prefetched, newest first."""
+    return candidates.select_related("parent").prefetch_related(
+        Prefetch("evaluations", queryset=Evaluation.objects.defer("report").order_by("attempt")),
         Prefetch("decisions", queryset=Decision.objects.order_by("created", "id")),
     ).order_by("-number")
-    return _annotate(list(candidates))
 
 
-def best_so_far_series(candidates) -> list[dict]:
-    """One point per evaluated candidate in order, with the best kept speedup up to it."""
+def run_candidates(run: Run, page=1) -> tuple[list[Candidate], Page]:
+    """One page of the run's candidates (newest first) plus, on the first page, every candidate awaiting
+    review wherever it falls; and the page itself, for the page links."""
+    page_of = Paginator(run.candidates.order_by("-number").values_list("pk", flat=True), RUN_PAGE_ROWS).get_page(page)
+    shown = set(page_of.object_list)
+    if page_of.number == 1:
+        shown |= set(run.candidates.filter(status=Candidate.Status.AWAITING_REVIEW).values_list("pk", flat=True))
+    return _annotate(list(_with_history(run.candidates.filter(pk__in=shown)))), page_of
+
+
+def best_so_far_series(run: Run) -> list[dict]:
+    """One point per evaluated candidate in order (its latest evaluation), with the best kept speedup up to it.
+    Read as plain rows: the chart covers every candidate of the run, the table only a page."""
+    latest: dict[int, dict] = {}
+    for row in (Evaluation.objects.filter(candidate__run=run)
+                .order_by("candidate__number", "attempt")
+                .values("candidate__number", "candidate__status", "geomean_speedup", "speedup_ci_lo", "speedup_ci_hi")):
+        latest[row["candidate__number"]] = row
     points, best = [], None
-    for candidate in sorted(candidates, key=lambda c: c.number):
-        evaluation = candidate.latest_evaluation
-        speedup = evaluation.geomean_speedup if evaluation else None
+    for number, row in sorted(latest.items()):
+        speedup = row["geomean_speedup"]
         if speedup is None:
             continue
-        if candidate.status == Candidate.Status.KEPT:
+        status = row["candidate__status"]
+        if status == Candidate.Status.KEPT:
             best = speedup if best is None else max(best, speedup)
-        points.append({"number": candidate.number, "speedup": speedup, "outcome": candidate.outcome,
-                       "ci_lo": evaluation.speedup_ci_lo, "ci_hi": evaluation.speedup_ci_hi, "best": best})
+        points.append({"number": number, "speedup": speedup, "outcome": outcome_of(status),
+                       "ci_lo": row["speedup_ci_lo"], "ci_hi": row["speedup_ci_hi"], "best": best})
     return points
 
 
-def run_state(run: Run) -> dict:
-    candidates = run_candidates(run)
+def run_state(run: Run, page=1) -> dict:
+    candidates, page_of = run_candidates(run, page)
+    awaiting = run.candidates.filter(status=Candidate.Status.AWAITING_REVIEW).count()
     return {
-        "run": run, "candidates": candidates, "progress": run_progress(run),
-        "awaiting": [c for c in candidates if c.status == Candidate.Status.AWAITING_REVIEW],
-        "series": best_so_far_series(candidates), "cpu_mode": is_cpu_mode(run.hardware),
+        "run": run, "candidates": candidates, "page": page_of, "progress": run_progress(run),
+        "awaiting": awaiting, "series": best_so_far_series(run), "cpu_mode": is_cpu_mode(run.hardware),
         "last_seq": last_seq(),
     }
 

@@ -23,8 +23,8 @@ from loop.waiting import run_waiting
 RUN_ACTIONS = {"pause": run_pause, "resume": run_resume, "stop": run_stop}
 
 
-def _run_context(run: Run) -> dict:
-    state = selectors.run_state(run)
+def _run_context(run: Run, page=1) -> dict:
+    state = selectors.run_state(run, page)
     state["best_chart"] = charts.best_so_far(state["series"]) if state["series"] else None
     state["waiting"] = run_waiting(run)
     stale = run_staleness(run, state["candidates"])
@@ -35,7 +35,7 @@ def _run_context(run: Run) -> dict:
 
 def run_detail(request, pk):
     run = get_object_or_404(Run.objects.select_related("thesis__target", "incumbent", "created_by"), pk=pk)
-    context = _run_context(run)
+    context = _run_context(run, request.GET.get("page", 1))
     if request.htmx:
         return render(request, "console/runs/_live.html", context)
     return render(request, "console/runs/detail.html", context)

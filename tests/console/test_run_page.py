@@ -134,3 +134,27 @@ def test_the_dashboard_shows_active_runs_with_progress_and_the_decision_feed(as_
     assert f'data-testid="progress-{run.pk}"' in page and "candidates 1 / 4" in page
     assert "guard:side_stream" in page
     assert Run.objects.get().status == "running" and Candidate.objects.get().status == "reverted"
+
+
+def test_a_long_run_lists_one_page_of_candidates_with_those_awaiting_review_and_charts_them_all(as_charlie, alice):
+    from loop.selectors import RUN_PAGE_ROWS
+
+    run = builders.make_run(alice, budget_candidates=RUN_PAGE_ROWS + 20)
+    first = builders.evaluated(run, builders.passing_report(speedup=1.25), tag="first")  # awaits review
+    for i in range(RUN_PAGE_ROWS + 4):
+        builders.submit(run, tag=f"n{i}")
+    newest = RUN_PAGE_ROWS + 5
+    page = as_charlie.get(reverse("run", args=[run.pk])).content.decode()
+    rows = page.count('data-testid="candidate-row-')
+    assert rows == RUN_PAGE_ROWS + 1  # the newest page, plus candidate 1 because it awaits review
+    assert f'data-testid="candidate-row-{newest}"' in page and 'data-testid="candidate-row-1"' in page
+    assert 'data-testid="candidate-row-5"' not in page and 'data-testid="older-candidates"' in page
+    assert f"of {newest}, newest first, with every one awaiting review" in page
+    assert "1 awaiting review" in page and '"x": [1]' in page.replace("\n", "")  # the chart's one timed point
+
+    older = as_charlie.get(reverse("run", args=[run.pk]), {"page": 2}).content.decode()
+    assert older.count('data-testid="candidate-row-') == 5
+    assert 'data-testid="candidate-row-5"' in older and 'data-testid="candidate-row-1"' in older
+    assert f"?page=2" in older and 'data-testid="newer-candidates"' in older  # its live re-read keeps the page
+    assert as_charlie.get(reverse("run", args=[run.pk]), {"page": "x"}).status_code == 200  # a bad page: the first
+    assert first.status == "awaiting_review"
