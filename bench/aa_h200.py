@@ -153,7 +153,7 @@ def judge_report(report: dict, policy=None) -> dict:
 def summarize(reports: list[dict], held_out: list[dict] | None = None, policy=None) -> dict:
     """The A/A rate over evaluations (the keep rule's call) and over shapes (each shape's own call).
     `held_out`: the children's held-out shape entries, judged alone per shape."""
-    from loop.policy import FASTER, SLOWER_BEYOND_NOISE, WITHIN_NOISE, RunPolicy, aa_interval, compare, judge
+    from loop.policy import FASTER, SLOWER_BEYOND_NOISE, WITHIN_NOISE, RunPolicy, aa_interval, judge
 
     policy = policy or RunPolicy()
     evals = [judge_report(r, policy) for r in reports]
@@ -181,7 +181,7 @@ def summarize(reports: list[dict], held_out: list[dict] | None = None, policy=No
     counted = {e["candidate_id"] for e in judged}
     copies = [s for r in reports if r.get("candidate_id") in counted
               for s in (r.get("stages", {}).get("benchmark") or {}).get("shapes") or [] if s.get("aa_ci95")]
-    copy_calls = [compare(tuple(s["aa_ci95"]), policy.threshold) for s in copies]
+    copy_calls = [judge(s["aa_ci95"], delta=policy.threshold) for s in copies]
     faster_evals = [e for e in judged if e["called_faster"]]
     return {
         "policy": policy.to_json(),

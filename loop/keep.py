@@ -35,9 +35,9 @@ from loop.policy import (
     ReportError,
     RunPolicy,
     benchmark_ratio,
-    compare,
     describe_finding,
     e2e_regressions,
+    judge,
     noise_delta,
     report_benchmark_shapes,
     report_stage,
@@ -110,7 +110,7 @@ def _decide(report, policy: RunPolicy) -> Outcome:
     if ratio >= 1.0:
         loss = Outcome(REVERT, SLOWER, f"Slower than the incumbent: time ratio {ratio:.3f} "
                                        f"(95% CI {ratio_lo:.3f}-{ratio_hi:.3f}).", numbers)
-    elif compare((ratio_lo, ratio_hi), delta) != FASTER:
+    elif judge((ratio_lo, ratio_hi), delta=delta, what="the aggregate ratio_ci95") != FASTER:
         loss = Outcome(REVERT, NOISE, f"Not faster beyond noise: time ratio {ratio:.3f}, the interval's upper bound "
                                       f"{ratio_hi:.3f} is not below {1 - delta:.3f} (delta {delta:.1%}).", numbers)
     elif (tails := tail_regressions(shapes, policy)) and not policy.allow_tail_regression:

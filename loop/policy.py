@@ -6,8 +6,8 @@ with the same rule.
 "Faster" (docs/keep-rule.md): ratio = candidate mean / incumbent mean (per shape, over many fresh input
 sets); accept only if the upper bound of its 95% interval is below 1 - delta, delta = max(threshold,
 noise_multiplier x how far the A/A interval reaches from 1). One function, `judge`, applies that rule to
-every interval the policy and the range analysis look at: the benchmark's mean ratio, its tail (p99)
-ratio, and the e2e grid's ratios. The GPU side only measures; nothing there decides faster or slower.
+every interval the policy, the regions and the range analysis look at: the benchmark's mean ratio, its
+tail (p99) ratio, and the e2e grid's ratios. The GPU side only measures; nothing there decides faster or slower.
 """
 
 from __future__ import annotations
@@ -139,18 +139,6 @@ def describe_finding(finding: dict) -> str:
     return f"{text} (line {line})" if isinstance(line, int) else text
 
 
-def compare(interval: tuple[float, float], delta: float) -> str:
-    """The one noise rule. `interval` is the 95% interval of a time ratio (candidate / baseline, lower is
-    better): FASTER when it lies wholly below 1 - delta, SLOWER_BEYOND_NOISE when wholly above 1 + delta,
-    else WITHIN_NOISE."""
-    lo, hi = interval
-    if hi < 1.0 - delta:
-        return FASTER
-    if lo > 1.0 + delta:
-        return SLOWER_BEYOND_NOISE
-    return WITHIN_NOISE
-
-
 def noise_floor(aa_ci95, policy: RunPolicy, what: str = "aa_ci95") -> float:
     """delta = max(threshold, noise_multiplier x how far the A/A interval reaches from 1).
 
@@ -170,10 +158,24 @@ def aa_interval(entry: dict):
     return None if reach is None else [1.0 - abs(_number(reach, "noise_aa")), 1.0 + abs(_number(reach, "noise_aa"))]
 
 
-def judge(ratio_ci95, aa_ci95, policy: RunPolicy, what: str = "ratio_ci95") -> str:
-    """FASTER, SLOWER_BEYOND_NOISE or WITHIN_NOISE for one measured time ratio and its own A/A interval.
-    The benchmark's shapes, their tails and the e2e grid points are all judged by this function."""
-    return compare(_interval(ratio_ci95, what), noise_floor(aa_ci95, policy, f"{what} A/A interval"))
+def judge(ratio_ci95, aa_ci95=None, policy: RunPolicy | None = None, what: str = "ratio_ci95", *,
+          delta: float | None = None) -> str:
+    """The one noise rule (docs/keep-rule.md). `ratio_ci95` is the 95% interval of a time ratio (candidate /
+    baseline, lower is better): FASTER when it lies wholly below 1 - delta, SLOWER_BEYOND_NOISE when wholly
+    above 1 + delta, else WITHIN_NOISE. delta is the noise floor of the interval's own A/A interval under
+    the run's policy (`noise_floor`); a caller that already holds the floor (the aggregate's, or one it
+    also names in its reason) passes it as `delta` instead. The benchmark's aggregate and shapes, their
+    tails, the e2e grid points, the winning regions and the range analysis are all judged here."""
+    if (delta is None) == (policy is None):
+        raise TypeError("judge takes either the run's policy (with the A/A interval) or a delta, not both")
+    lo, hi = _interval(ratio_ci95, what)
+    if delta is None:
+        delta = noise_floor(aa_ci95, policy, f"{what} A/A interval")
+    if hi < 1.0 - delta:
+        return FASTER
+    if lo > 1.0 + delta:
+        return SLOWER_BEYOND_NOISE
+    return WITHIN_NOISE
 
 
 def tail_regressions(shapes: list[dict], policy: RunPolicy) -> list[dict]:

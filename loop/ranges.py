@@ -28,9 +28,9 @@ from loop.policy import (
     _interval,
     _number,
     aa_interval,
-    compare,
     e2e_judgement,
     finite,
+    judge,
     noise_floor,
 )
 
@@ -101,7 +101,8 @@ def analyze(report: dict, *, axis: str, policy: RunPolicy | None = None, baselin
         ratio, ci = baseline_ratio(shape, baseline, where)
         # the interval may be rescaled to the default kernel above, so the rule is applied to it directly
         delta = noise_floor(aa_interval(shape), policy, f"{where} aa_ci95")
-        status = WIN if compare(ci, delta) == FASTER else (LOSE if ratio >= 1.0 else TIE)
+        faster = judge(ci, delta=delta, what=f"{where} ratio_ci95") == FASTER
+        status = WIN if faster else (LOSE if ratio >= 1.0 else TIE)
         by_value.setdefault(value, []).append((status, ratio, ci, "benchmark"))
 
     e2e_key = E2E_AXIS_OF.get(axis, axis)

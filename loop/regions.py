@@ -27,7 +27,6 @@ from loop.policy import (
     Outcome,
     RunPolicy,
     aa_interval,
-    compare,
     e2e_judgement,
     judge,
     noise_floor,
@@ -96,7 +95,7 @@ def in_bounds(bounds: dict, shape: dict) -> bool:
 def _shape_status(shape: dict, i: int, baseline: str, policy: RunPolicy):
     ratio, ci = baseline_ratio(shape, baseline, f"benchmark shape {i}")
     delta = noise_floor(aa_interval(shape), policy, f"benchmark shape {i} aa_ci95")
-    if compare(ci, delta) == FASTER:
+    if judge(ci, delta=delta, what=f"benchmark shape {i} ratio_ci95") == FASTER:
         status, reason = WIN, None
     elif ratio >= 1.0:
         status, reason = LOSE, f"slower on the benchmark: {1 / ratio:.2f}x"

@@ -1,6 +1,6 @@
 """The keep/revert policy on reports (pure functions; no database)."""
 
-
+import pytest
 from hypothesis import given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
@@ -193,8 +193,6 @@ def test_a_crossover_candidate_is_kept_on_its_geomean():
 
 
 def test_run_policy_rejects_nonsense():
-    import pytest
-
     for bad in ({"threshold": 1.5}, {"plateau_k": 0}, {"floor_fraction_stop": 2}):
         with pytest.raises(ValueError):
             RunPolicy.from_json(bad)
@@ -210,11 +208,24 @@ def test_summary_numbers_and_gpu_seconds_read_the_report():
 
 
 def test_one_rule_judges_an_interval_faster_slower_or_within_noise():
-    from loop.policy import FASTER, SLOWER_BEYOND_NOISE, WITHIN_NOISE, compare
-    assert compare((0.80, 0.97), 0.02) == FASTER
-    assert compare((0.80, 0.98), 0.02) == WITHIN_NOISE           # the upper bound touches 1 - delta
-    assert compare((1.03, 1.20), 0.02) == SLOWER_BEYOND_NOISE
-    assert compare((0.99, 1.02), 0.02) == WITHIN_NOISE
+    from loop.policy import FASTER, SLOWER_BEYOND_NOISE, WITHIN_NOISE, judge
+    assert judge((0.80, 0.97), delta=0.02) == FASTER
+    assert judge((0.80, 0.98), delta=0.02) == WITHIN_NOISE           # the upper bound touches 1 - delta
+    assert judge((1.03, 1.20), delta=0.02) == SLOWER_BEYOND_NOISE
+    assert judge((0.99, 1.02), delta=0.02) == WITHIN_NOISE
+
+
+def test_the_rule_takes_a_policy_or_a_floor_and_the_two_agree():
+    from loop.policy import FASTER, WITHIN_NOISE, judge, noise_floor
+    aa = [0.97, 1.01]  # floor 6% under the default policy
+    for ci, expected in (([0.85, 0.93], FASTER), ([0.85, 0.95], WITHIN_NOISE)):
+        assert judge(ci, aa, RunPolicy()) == judge(ci, delta=noise_floor(aa, RunPolicy())) == expected
+    with pytest.raises(TypeError):
+        judge([0.85, 0.93], aa, RunPolicy(), delta=0.02)  # two floors: which one decides is ambiguous
+    with pytest.raises(TypeError):
+        judge([0.85, 0.93])
+    with pytest.raises(policy.ReportError):
+        judge([0.93, 0.85], delta=0.02)  # an interval whose low is above its high is not judged
 
 
 def test_the_noise_floor_is_the_threshold_or_the_multiplied_aa_reach_whichever_is_larger():
