@@ -124,14 +124,14 @@ def _call(cand, inputs, comm, variant: int, profile: bool = False) -> dict:
 
 
 def verify(cfg, target, cand, comm, seed: int, send) -> None:
-    """The single-process verify (pipeline/child_run.py) per rank: three calls per shape (fresh
+    """The single-process verify (pipeline/verify_child.py) per rank: three calls per shape (fresh
     inputs, poisoned outputs and buffers; a second call must agree bitwise; inputs refreshed in place
     must give the new answer), structure and evidence checks, outputs saved for the parent."""
     # local: torch and the modules that import it wait for force_multicast_off (see rank_main)
     import torch
 
-    from ..pipeline.child_run import _overlaps, _same_bits, _storages, evidence_findings, structure_findings
     from ..pipeline.protocol import derive_seed
+    from ..pipeline.verify_child import _overlaps, _same_bits, _storages, evidence_findings, structure_findings
     from ..targets.base import as_outputs
 
     rank, device = comm.rank, comm.device

@@ -25,7 +25,7 @@ import torch.multiprocessing as mp
 from .. import hardware
 from ..contract import BenchmarkStage, EvaluationSpec, Summary, VerifyStage, to_json
 from ..pipeline.bench_report import bench_results
-from ..pipeline.child_run import _same_bits
+from ..pipeline.verify_child import _same_bits
 from ..pipeline.evaluate import Evaluation, StopEvaluation, clocks, dedupe
 from ..pipeline.protocol import derive_seed
 from ..targets.allreduce import DistributedTarget, get_multi_process_target

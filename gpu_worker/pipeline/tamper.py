@@ -37,7 +37,8 @@ WATCHED_MODULES = ("time", "os", "posix", "sys", "builtins", "threading", "_thre
 # Harness modules whose every module-level name (and the methods of classes defined there) is watched.
 HARNESS_MODULES = ("gpu_worker.pipeline.protocol", "gpu_worker.pipeline.child_run", "gpu_worker.pipeline.bench_child",
                    "gpu_worker.pipeline.referee", "gpu_worker.pipeline.stats", "gpu_worker.pipeline.tamper",
-                   "gpu_worker.pipeline.child", "gpu_worker.pipeline.retime_child")
+                   "gpu_worker.pipeline.child", "gpu_worker.pipeline.retime_child",
+                   "gpu_worker.pipeline.verify_child")
 # Single attributes outside the harness that timing, reporting or judging goes through: "module:attr.path".
 WATCHED_ATTRIBUTES = (
     "os:write", "os:read", "os:fstat", "os:_exit", "os:getpid", "json:dumps", "json:loads",

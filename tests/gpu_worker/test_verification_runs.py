@@ -6,11 +6,12 @@ by tests/redteam (verify_* candidates)."""
 
 import threading
 import time
+from pathlib import Path
 
 import pytest
 import torch
 
-from gpu_worker.pipeline import child_run, referee
+from gpu_worker.pipeline import child_run, referee, tamper, verify_child
 from gpu_worker.pipeline.guard import check_candidate
 from gpu_worker.targets import get_target
 from tests.redteam.catalog import source as redteam_source
@@ -54,7 +55,7 @@ def _verify(tmp_path, launch_log, source: str, shapes=SHAPES, seed=SEED, guarded
     out = _Out()
     outdir = tmp_path / "outputs"
     outdir.mkdir()
-    child_run.verify({"shapes": shapes, "outputs_dir": str(outdir)}, out, TOPK, cand, seed, time.perf_counter)
+    verify_child.verify({"shapes": shapes, "outputs_dir": str(outdir)}, out, TOPK, cand, seed, time.perf_counter)
     verdicts = []
     for m in out.messages:
         i = m["index"]
@@ -135,7 +136,7 @@ def test_a_wrong_refresh_output_gets_the_stale_finding(tmp_path, launch_log):
 
 
 def test_the_burst_length_comes_from_the_secret():
-    lengths = {child_run.burst_length(s) for s in range(200)}
+    lengths = {verify_child.burst_length(s) for s in range(200)}
     assert lengths == set(range(4, 17))
 
 
@@ -155,3 +156,13 @@ def test_a_wrong_answer_that_is_not_stale_is_plain_wrong(tmp_path, launch_log):
     v = referee.judge(TOPK, SHAPES[1], 0, SEED, outdir, verdicts[0][0]["files"], "cpu")
     assert [f["code"] for f in v["findings"]] == ["verify:wrong"]
     assert "new values written into the first call's input tensors" in v["findings"][0]["message"]
+
+
+def test_every_module_of_the_child_is_watched_for_tampering():
+    """A candidate that patched a function of the verify loop (say evidence_findings) would pass unseen
+    unless tamper.check() compares that module's names (pipeline/tamper.py, HARNESS_MODULES)."""
+    names = [p.stem for p in Path(child_run.__file__).parent.glob("*.py")]
+    child_modules = [n for n in names if n in ("child", "child_run") or n.endswith("_child")]
+    assert {"child", "child_run", "verify_child", "bench_child", "retime_child"} <= set(child_modules)
+    for name in child_modules:
+        assert f"gpu_worker.pipeline.{name}" in tamper.HARNESS_MODULES, name
