@@ -12,20 +12,26 @@ from tests.loop.test_regions import served_report
 pytestmark = pytest.mark.browser
 
 
-def _kept(alice, tag, **kw):
+def _kept(alice, tag, hits=None, **kw):
     from loop.services.decisions import candidate_approve
 
+    report = served_report(**kw)
+    if hits is not None:  # what the e2e gate writes when it served a route set (gpu_worker/e2e/gate.py)
+        report["stages"]["e2e"]["route_hits"] = hits
     run = builders.make_run(alice)
-    candidate = builders.evaluated(run, served_report(**kw), tag=tag)
+    candidate = builders.evaluated(run, report, tag=tag)
     candidate_approve(candidate=candidate, actor=alice)
     return candidate
 
 
 def test_the_heatmap_and_routes_of_a_candidate_that_wins_only_at_small_rows(console_url, page, alice, dana):
-    candidate = in_thread(_kept, alice, "small")
+    hits = [{"route": 0, "bounds": {"rows": [1, 5], "n_ctx": [4096, 131073]}, "kernel": "candidate", "calls": 8},
+            {"route": None, "bounds": None, "kernel": "default", "calls": 4}]
+    candidate = in_thread(_kept, alice, "small", hits=hits)
     login(page, console_url, "dana")
     page.goto(f"{console_url}/candidates/{candidate.pk}/")
-    page.get_by_test_id("open-regions").click()
+    expect(page.get_by_test_id("region-summary")).to_contain_text("6 of 12")
+    page.get_by_test_id("regions-link").click()
     page.wait_for_selector('[data-testid="region-heatmap"] .main-svg')
     # hovering the 1-row x 4096 cell shows its speedup, interval and who serves it before and after
     box = page.locator('[data-testid="region-heatmap"] .nsewdrag').first.bounding_box()
@@ -41,6 +47,9 @@ def test_the_heatmap_and_routes_of_a_candidate_that_wins_only_at_small_rows(cons
     expect(left_out).to_contain_text("slower on the benchmark: 0.14x")
     expect(left_out).to_contain_text("slower end to end at batch 64, context 131072")
     expect(page.get_by_test_id("impact")).to_contain_text("weighted by equal weights (no workload profile)")
+    served = page.get_by_test_id("e2e-route-hits")
+    expect(served).to_contain_text("rows [1, 5)")
+    expect(served.locator("tbody tr").nth(1)).to_contain_text("fallback")
     screenshot(page, "regions")
 
 

@@ -1,5 +1,5 @@
 """A reviewer watches a run live, approves a candidate and finds the decision in the audit log; a viewer
-cannot; a deployer promotes for a range and downloads the new serving config."""
+cannot; a deployer promotes a candidate's winning regions and downloads the new serving config."""
 
 import json
 from pathlib import Path
@@ -99,7 +99,8 @@ def test_a_viewer_has_no_approve_button_and_a_forged_post_is_refused(console_url
     assert in_thread(lambda: Candidate.objects.get(pk=candidate.pk).status) == "awaiting_review"
 
 
-def test_a_deployer_promotes_a_candidate_for_a_range_and_downloads_the_new_config(console_url, page, alice, dana):
+def test_a_deployer_promotes_a_candidates_winning_regions_and_downloads_the_new_config(console_url, page, alice, dana):
+    from loop.regions import analyze_candidate_grid
     from loop.services.decisions import candidate_approve
     from loop.services.deployments import deployment_promote
 
@@ -110,27 +111,28 @@ def test_a_deployer_promotes_a_candidate_for_a_range_and_downloads_the_new_confi
         deployment_promote(actor=dana, candidate=earlier, routes=[{"lo": 0, "hi": None, "kernel": "candidate"}])
         candidate = builders.evaluated(run, builders.passing_report(crossover_at=131072), tag="later")
         candidate_approve(candidate=candidate, actor=alice)
-        return candidate
+        return candidate, list(analyze_candidate_grid(candidate, baseline="default").routes)
 
-    candidate = in_thread(kept_and_one_earlier_promotion)
+    candidate, routes = in_thread(kept_and_one_earlier_promotion)
+    assert len(routes) == 1  # it wins below 131072 at the one row count measured
     login(page, console_url, "dana")
     page.goto(f"{console_url}/candidates/{candidate.pk}/")
-    page.get_by_test_id("open-promote").click()
-    dialog = page.get_by_test_id("promote-dialog")
-    expect(dialog).to_be_visible()
-    routes = dialog.locator("textarea[name=routes]")
-    assert routes.input_value().splitlines()[0].startswith("0 ") and "candidate" in routes.input_value()
+    expect(page.get_by_test_id("region-summary")).to_contain_text("its routes: 1 box")
+    expect(page.get_by_test_id("open-promote")).to_have_count(0)  # no one-axis range dialog for rows x n_ctx
+    page.get_by_test_id("promote-regions").click()
+    form = page.get_by_test_id("regions-promote-form")
+    expect(page.get_by_test_id("proposed-routes")).to_contain_text("rows [64, 65)")
 
-    dialog.locator("input[name=password]").fill("not-my-password")
-    dialog.get_by_test_id("promote").click()
+    form.locator("input[name=password]").fill("not-my-password")
+    form.get_by_test_id("regions-promote").click()
     expect(page.get_by_test_id("error-password")).to_be_visible()
     assert in_thread(ServingConfig.objects.count) == 1
 
-    page.get_by_test_id("promote-dialog").locator("textarea[name=routes]").fill("0 100000 candidate\n100000 inf default")
-    page.get_by_test_id("promote-dialog").locator("input[name=password]").fill("dana-password-1")
-    page.get_by_test_id("promote-dialog").get_by_test_id("promote").click()
+    form = page.get_by_test_id("regions-promote-form")
+    form.locator("input[name=password]").fill("dana-password-1")
+    form.get_by_test_id("regions-promote").click()
     expect(page.get_by_test_id("current-version")).to_have_text("v2")
-    expect(page.get_by_test_id("current-json")).to_contain_text('"hi": 100000')
+    expect(page.get_by_test_id("current-json")).to_contain_text('"rows": [')
     expect(page.get_by_test_id("version-diff")).to_contain_text(f'"candidate_id": "c{candidate.pk}"')
     page.wait_for_selector('[data-testid="waterfall-chart"] .main-svg')
     screenshot(page, "deployments")
@@ -138,7 +140,8 @@ def test_a_deployer_promotes_a_candidate_for_a_range_and_downloads_the_new_confi
     with page.expect_download() as info:
         page.get_by_test_id("download-current").click()
     document = json.loads(Path(info.value.path()).read_text())
-    assert document["version"] == 2 and document["routes"][0]["hi"] == 100000
-    assert document["routes"][0]["kernel"]["candidate_id"] == f"c{candidate.pk}"
-    assert document["routes"][0]["kernel"]["source"].startswith("import triton")
+    assert document["version"] == 2 and document["axes"] == ["rows", "n_ctx"]
+    served = [r for r in document["routes"] if r["kernel"]["candidate_id"] == f"c{candidate.pk}"]
+    assert [r["bounds"] for r in served] == [routes[0]["bounds"]]
+    assert served[0]["kernel"]["source"].startswith("import triton")
     assert document == in_thread(lambda: ServingConfig.objects.get(version=2).document)
