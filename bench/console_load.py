@@ -10,6 +10,8 @@ the services (SQLite, or --database postgres: a scratch PostgreSQL database, dro
 REDIS_URL (default redis://127.0.0.1:6379/11).
 
     python bench/console_load.py --database postgres --web-workers 2   # the issue-25 form (docs/scaling.md)
+    python bench/console_load.py --database postgres --web-workers 1,2,4   # how it grows: one form per count
+    python bench/console_load.py --database postgres --web-workers 2 --fault web,redis,postgres --fault-duration 120
 Measures: HTTP error rate and p50/p95/p99 latency; websocket delivery latency from the event's
 `created` (set at write, inside the committing transaction) to receipt; events each client missed on
 its socket and whether an HTTP re-read (the run's audit CSV) recovered them. Writes
@@ -594,34 +596,17 @@ async def drive(stack: Stack, world: dict, *, rate: float, duration_s: float, cl
     }
 
 
-def main(argv=None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--short", action="store_true", help="10 req/s for 20 s, 20 websocket clients")
-    parser.add_argument("--rate", type=float)
-    parser.add_argument("--duration", type=float)
-    parser.add_argument("--clients", type=int)
-    parser.add_argument("--runs", type=int, default=4)
-    parser.add_argument("--web-workers", type=int, default=1, help="uvicorn workers under gunicorn (console.serve)")
-    parser.add_argument("--database", choices=["sqlite", "postgres"], default="sqlite")
-    parser.add_argument("--fault", choices=["web", "redis", "postgres"],
-                        help="inject this fault half-way through the load (redis, postgres: servers of its own)")
-    parser.add_argument("--own-redis", action="store_true", help="start a Redis server of its own (--fault redis)")
-    parser.add_argument("--out", default=str(ROOT / "bench/results/console-load.json"))
-    args = parser.parse_args(argv)
-    mode = "short" if args.short else "custom" if (args.rate or args.duration or args.clients) else "full"
-    rate = args.rate or (10.0 if args.short else 50.0)
-    duration = args.duration or (20.0 if args.short else 300.0)
-    clients = args.clients or (20 if args.short else 200)
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a timeout still stops the console and the worker
+def measure(args, *, web_workers: int, fault: str | None, rate: float, duration: float, clients: int,
+            mode: str, command: str) -> dict:
+    """One form: a fresh stack (scratch database, console, loop worker), the load, the figures."""
     scratch = Path(tempfile.mkdtemp(prefix="ark-console-load-"))
     redis_url = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/11")
     redis_port = None
-    if args.own_redis or args.fault == "redis":
+    if args.own_redis or fault == "redis":
         redis_port = _free_port()
         redis_url = f"redis://{HOST}:{redis_port}/0"
-    if args.fault == "postgres":
-        args.database = "postgres"
-    stack = Stack(scratch, redis_url, args.web_workers, args.database, own_postgres=args.fault == "postgres")
+    database = "postgres" if fault == "postgres" else args.database
+    stack = Stack(scratch, redis_url, web_workers, database, own_postgres=fault == "postgres")
     if redis_port:
         stack.redis_port = redis_port
         stack.redis_server = stack.start_redis()
@@ -630,7 +615,7 @@ def main(argv=None) -> dict:
         stack.setup_django()
         world = seed(stack, args.runs)
         stack.start_servers()
-        figures = asyncio.run(drive(stack, world, rate=rate, duration_s=duration, clients=clients, fault=args.fault))
+        figures = asyncio.run(drive(stack, world, rate=rate, duration_s=duration, clients=clients, fault=fault))
     finally:
         stack.stop()
         logs = {p.name: p.read_text(errors="replace")[-3000:] for p in scratch.glob("*.log")}
@@ -638,23 +623,64 @@ def main(argv=None) -> dict:
     result = {
         "device": f"{platform.node()} ({os.cpu_count()} cores, {platform.processor() or platform.machine()})",
         "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "command": "python bench/console_load.py"
-        + (" " + " ".join(argv if argv is not None else sys.argv[1:])),
+        "command": command,
         "mode": mode,
         "rate_rps": rate,
         "duration_s": duration,
         "websocket_clients": clients,
         "runs": args.runs,
-        "database": f"{args.database} (scratch)",
-        "server": f"console.serve: gunicorn, {args.web_workers} uvicorn worker(s)",
+        "database": f"{database} (scratch)",
+        "server": f"console.serve: gunicorn, {web_workers} uvicorn worker(s)",
         "loadavg_1m_before_after": [round(load_before[0], 2), round(os.getloadavg()[0], 2)],
         **figures,
     }
     if figures["http"]["errors"] or figures["websocket"]["lost"] or figures["websocket"]["connect_errors"]:
         result["server_log_tails"] = logs
+    return result
+
+
+def _ints(text: str) -> list[int]:
+    return [int(x) for x in text.split(",") if x.strip()]
+
+
+def main(argv=None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--short", action="store_true", help="10 req/s for 20 s, 20 websocket clients")
+    parser.add_argument("--rate", type=float)
+    parser.add_argument("--duration", type=float)
+    parser.add_argument("--clients", type=int)
+    parser.add_argument("--runs", type=int, default=4)
+    parser.add_argument("--web-workers", default="1",
+                        help="uvicorn workers under gunicorn (console.serve); a list (1,2,4) measures each in turn")
+    parser.add_argument("--database", choices=["sqlite", "postgres"], default="sqlite")
+    parser.add_argument("--fault", default="",
+                        help="web, redis or postgres, or a list of them: each its own form, the fault injected "
+                             "half-way through the load, at the first --web-workers count (redis, postgres: servers "
+                             "of its own)")
+    parser.add_argument("--fault-duration", type=float, help="seconds of load in a fault form (default: --duration)")
+    parser.add_argument("--own-redis", action="store_true", help="start a Redis server of its own (--fault redis)")
+    parser.add_argument("--out", default=str(ROOT / "bench/results/console-load.json"))
+    args = parser.parse_args(argv)
+    faults = [f for f in args.fault.split(",") if f]
+    unknown = [f for f in faults if f not in ("web", "redis", "postgres")]
+    if unknown:
+        parser.error(f"unknown fault {unknown[0]!r}: web, redis or postgres")
+    workers = _ints(args.web_workers)
+    mode = "short" if args.short else "custom" if (args.rate or args.duration or args.clients) else "full"
+    rate = args.rate or (10.0 if args.short else 50.0)
+    duration = args.duration or (20.0 if args.short else 300.0)
+    clients = args.clients or (20 if args.short else 200)
+    command = "python bench/console_load.py" + (" " + " ".join(argv if argv is not None else sys.argv[1:]))
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a timeout still stops the console and the worker
+    forms = [dict(web_workers=w, fault=None, duration=duration) for w in (workers if not faults else [])]
+    forms += [dict(web_workers=workers[0], fault=f, duration=args.fault_duration or duration) for f in faults]
+    results = []
+    for form in forms:
+        results.append(measure(args, rate=rate, clients=clients, mode=mode, command=command, **form))
+        print(json.dumps({k: results[-1][k] for k in ("server", "fault", "http", "websocket")}, indent=2), flush=True)
+    result = results[0] if len(results) == 1 else {"command": command, "forms": results}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
-    print(json.dumps(result, indent=2))
     return result
 
 
