@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import MISSING, dataclass, fields
 from typing import Any, Callable
 
 import torch
@@ -39,9 +39,14 @@ class TargetSpec(TargetInfo):
     cpu_shapes: tuple[Shape, ...] = ()
 
     @classmethod
-    def of(cls, info: TargetInfo, **code) -> TargetSpec:
-        """The target a catalog entry describes, with its code: the metadata is the entry's, never restated."""
-        return cls(**{f.name: getattr(info, f.name) for f in fields(TargetInfo)}, **code)
+    def of(cls, info: TargetInfo, namespace: dict, **given) -> TargetSpec:
+        """The target a catalog entry describes, with its code. The metadata is the entry's, never restated;
+        each required code field is the function of that name in `namespace` (the target module's
+        globals()) unless `given` here, and a missing one fails."""
+        meta = [f.name for f in fields(TargetInfo)]
+        code = {f.name: namespace[f.name] for f in fields(cls) if f.name not in meta and f.name not in given
+                and f.default is MISSING and f.name in namespace}
+        return cls(**{name: getattr(info, name) for name in meta}, **code, **given)
 
     def verify_shapes(self, profile: str, seed: int, device: str = "cpu") -> list[Shape]:
         """The fixed shapes (the GPU corners too on a GPU; the scaled-down set on a CPU host) plus one

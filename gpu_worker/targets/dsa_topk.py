@@ -126,9 +126,4 @@ def flops(shape: Shape) -> int:
     return 0
 
 
-TARGET = TargetSpec.of(
-    INFO,
-    verification_shapes=verification_shapes, random_shape=random_shape, benchmark_shapes=benchmark_shapes,
-    make_inputs=make_inputs, reference=reference, check=check, baseline=baseline, output_spec=output_spec,
-    canonical=tc.canonical, bytes_min=bytes_min, flops=flops, gpu_shapes=GPU_SHAPES, cpu_shapes=CPU_SHAPES,
-)
+TARGET = TargetSpec.of(INFO, globals(), canonical=tc.canonical, gpu_shapes=GPU_SHAPES, cpu_shapes=CPU_SHAPES)

@@ -38,9 +38,11 @@ def test_a_target_cannot_restate_its_metadata_beside_the_entry():
     """TargetSpec.of takes the metadata from the entry only: passing a field of it again is refused."""
     code = {f.name: getattr(TARGETS["dsa_topk"], f.name) for f in fields(TargetSpec)
             if f.name not in {g.name for g in fields(TargetInfo)}}
-    assert TargetSpec.of(CATALOG["dsa_topk"], **code) == TARGETS["dsa_topk"]
+    assert TargetSpec.of(CATALOG["dsa_topk"], {}, **code) == TARGETS["dsa_topk"]
     with pytest.raises(TypeError, match="version"):
-        TargetSpec.of(CATALOG["dsa_topk"], version=2, **code)
+        TargetSpec.of(CATALOG["dsa_topk"], {}, version=2, **code)
+    with pytest.raises(TypeError, match="check"):  # a target module without its check is refused
+        TargetSpec.of(CATALOG["dsa_topk"], {k: v for k, v in code.items() if k != "check"})
 
 
 def test_the_catalog_loads_with_torch_blocked():
