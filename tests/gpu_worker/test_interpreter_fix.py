@@ -1,7 +1,10 @@
 """Triton's interpreter, as a CPU child runs it (gpu_worker/pipeline/interpreter_fix.py), converts between bf16
-and f32 exactly as torch (and the GPU) does, special values included."""
+and f32 exactly as torch (and the GPU) does, special values included; and its speed patches change no result."""
 
+import importlib.util
+import logging
 import os
+from pathlib import Path
 
 import pytest
 
@@ -10,9 +13,13 @@ torch = pytest.importorskip("torch")
 triton = pytest.importorskip("triton")
 tl = pytest.importorskip("triton.language")
 
+from triton.runtime import interpreter  # noqa: E402
+
 from gpu_worker.pipeline import interpreter_fix  # noqa: E402
+from gpu_worker.targets import TARGETS  # noqa: E402
 
 interpreter_fix.install()
+CANDIDATES = Path(__file__).resolve().parents[2] / "gpu_worker" / "candidates"
 
 
 @triton.jit
@@ -38,3 +45,69 @@ def test_bf16_widens_exactly_and_f32_rounds_to_nearest_even():
     ok = ~expect_narrow.isnan()
     assert torch.equal(narrow.view(torch.int16)[ok], expect_narrow.view(torch.int16)[ok])
     assert narrow.isnan().equal(expect_narrow.isnan())
+
+
+def _seed(target):
+    spec = importlib.util.spec_from_file_location(f"interp_fix_{target}", CANDIDATES / target / "seed.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# Kernels with their own jit helpers, tl.sum / tl.max / cumsum / histogram (combine functions from
+# triton.language.core), bf16 casts both ways, tl.dot, loops and masks: every path the speed patches touch.
+CASES = {
+    "add_rmsnorm": {"tokens": 5, "hidden": 3000, "values": "outliers"},
+    "dsa_topk": {"rows": 3, "n_ctx": 5000, "k": 2048, "values": "ties", "lengths": "ragged"},
+    "dsa_indexer_topk": {"rows": 2, "n_ctx": 3000, "k": 2048, "values": "near_bf16", "lengths": "ragged"},
+}
+
+
+def _bits(out) -> list[bytes]:
+    return [t.contiguous().view(torch.uint8).numpy().tobytes() for t in (out if isinstance(out, (tuple, list)) else [out])]
+
+
+@pytest.fixture
+def without_speedups():
+    interpreter_fix.remove_speedups()
+    yield
+    interpreter_fix.install_speedups()
+
+
+@pytest.mark.parametrize("target", sorted(CASES))
+def test_the_speed_patches_leave_every_output_bit_identical(target, without_speedups):
+    module = _seed(target)
+    inputs = TARGETS[target].make_inputs(CASES[target], 7, "cpu")
+    plain = _bits(module.forward(*inputs))
+    plain_again = _bits(module.forward(*inputs))
+    assert interpreter_fix.install_speedups()
+    assert interpreter._patch_lang.__module__ == interpreter_fix.__name__
+    fast = _bits(module.forward(*inputs))
+    assert plain == plain_again, "the kernel is not deterministic: the comparison below would prove nothing"
+    assert fast == plain
+
+
+def _language_state():
+    """Which names of triton.language, its core and its tensor are Triton's own builtins right now."""
+    return {(owner.__name__, name): tl.core.is_builtin(value)
+            for owner in (tl, tl.core, tl.tensor) for name, value in vars(owner).items()}
+
+
+def test_a_launch_leaves_the_language_as_triton_leaves_it(without_speedups):
+    module = _seed("add_rmsnorm")
+    inputs = TARGETS["add_rmsnorm"].make_inputs(CASES["add_rmsnorm"], 3, "cpu")
+    module.forward(*inputs)
+    plain = _language_state()
+    assert interpreter_fix.install_speedups()
+    module.forward(*inputs)
+    assert _language_state() == plain
+    assert tl.core.is_builtin(tl.load), "the launch left triton.language patched"
+
+
+def test_another_triton_release_gets_no_speed_patch_and_a_log_line(without_speedups, monkeypatch, caplog):
+    monkeypatch.setattr(interpreter_fix, "SPEED_PATCHED_TRITON", "0.0.0")
+    with caplog.at_level(logging.WARNING, logger=interpreter_fix.__name__):
+        assert not interpreter_fix.install_speedups()
+    assert f"Triton {triton.__version__} is not 0.0.0" in caplog.text
+    assert interpreter._patch_lang.__module__ == "triton.runtime.interpreter"
+    assert interpreter._get_np_dtype.__module__ == "triton.runtime.interpreter"
