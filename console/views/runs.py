@@ -10,6 +10,7 @@ from django.views.decorators.http import require_POST
 from console import charts
 from console.diffs import render_diff, render_source, unified_diff
 from console.forms import ApproveForm, PromoteForm, VetoForm, format_routes
+from console.views.candidates import region_summary
 from console.views.common import error_text
 from loop import ranges, selectors, where_time
 from loop.models import Candidate, Run, ServingConfig
@@ -98,6 +99,7 @@ def _candidate_context(request, candidate: Candidate, *, approve_form=None, veto
     state["ceilings"] = where_time.ceiling_points(state["report"])
     state["approve_form"] = approve_form or ApproveForm()
     state["veto_form"] = veto_form or VetoForm()
+    state["regions"] = region_summary(candidate)  # a two-axis target is promoted on its regions page
     state["promote_form"] = promote_form or PromoteForm(initial={"routes": routes_text}, user=request.user)
     state["promote_open"] = bool(promote_form is not None and promote_form.errors)
     # the version in force when the page was drawn: a promote decided against an older one is told (docs/domain.md)

@@ -14,7 +14,10 @@ SCRIPT = "</script><script>alert('src')</script>"
 
 @pytest.fixture
 def family(alice):
-    run = builders.make_run(alice)
+    # a target without a two-axis grid: its candidate page promotes through the range dialog (a grid
+    # target's is promoted on its regions page, tests/console/test_candidate_regions.py)
+    one_axis = builders.make_thesis(alice, target=builders.make_target("dsa_indexer_topk_fp8"))
+    run = builders.make_run(alice, thesis=one_axis)
     parent = builders.evaluated(run, builders.passing_report(), tag="parent")
     candidate_approve(candidate=parent, actor=alice)
     child_source = builders.source_variant("child", body=f'NOTE = "{SCRIPT}"\n')

@@ -88,10 +88,10 @@ def test_a_reviewer_sees_review_buttons_on_a_candidate_awaiting_review(world, as
     assert 'data-testid="pause"' in run_page
 
 
-def test_only_a_deployer_sees_the_promote_dialog_on_a_kept_candidate(world, as_alice, as_dana):
+def test_only_a_deployer_sees_the_promote_link_on_a_kept_candidate(world, as_alice, as_dana):
     kept = world["run"].candidates.get(number=1)
-    assert 'data-testid="promote-dialog"' not in as_alice.get(reverse("candidate", args=[kept.pk])).content.decode()
-    assert 'data-testid="promote-dialog"' in as_dana.get(reverse("candidate", args=[kept.pk])).content.decode()
+    assert 'data-testid="promote-regions"' not in as_alice.get(reverse("candidate", args=[kept.pk])).content.decode()
+    assert 'data-testid="promote-regions"' in as_dana.get(reverse("candidate", args=[kept.pk])).content.decode()
 
 
 def test_the_run_page_answers_htmx_with_only_its_live_section(world, as_bob):

@@ -72,10 +72,8 @@ def test_the_deployments_list_ranks_the_backlog_and_marks_unknown_ceilings(as_da
     assert "unknown (no zero-cost e2e run)" in page and "left to gain" in page
 
 
-def test_the_candidate_pages_promote_dialog_is_decided_against_the_version_shown(as_dana, small_rows):
-    page = as_dana.get(reverse("candidate", args=[small_rows.pk]))
-    assert page.context["serving_version"] == 0 and 'name="based_on" value="0"' in page.content.decode()
-    post = {"routes": "0 inf candidate", "password": "dana-password-1", "based_on": "0"}
-    assert as_dana.post(reverse("candidate_promote", args=[small_rows.pk]), post).status_code == 302
-    again = as_dana.post(reverse("candidate_promote", args=[small_rows.pk]), post, follow=True)
-    assert "Already done: v1" in again.content.decode() and ServingConfig.objects.count() == 1
+def test_the_candidate_page_sends_a_deployer_to_the_regions_page_decided_against_the_version_shown(as_dana, small_rows):
+    page = as_dana.get(reverse("candidate", args=[small_rows.pk])).content.decode()
+    assert 'data-testid="promote-regions"' in page and 'data-testid="promote-dialog"' not in page
+    regions = as_dana.get(reverse("candidate_regions", args=[small_rows.pk])).content.decode()
+    assert 'name="based_on" value="0"' in regions and 'id="promote"' in regions
