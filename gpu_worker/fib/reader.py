@@ -71,4 +71,29 @@ def build_document(definition_text: str, workloads_text: str = "", ranges=None, 
         doc["inputs"] = inputs
     if check:
         doc["check"] = check
-    return check_document(doc)
+    check_document(doc)
+    if inputs or check:
+        _reference_passes(doc)
+    return doc
+
+
+def _reference_passes(doc: dict) -> None:
+    """With ark's generators or a built-in check, the Definition's own reference must pass that check on
+    ark's inputs at the smallest verification shape: a declaration that does not fit the Definition (a
+    check of another contract, lengths the reference cannot read) is refused on import, not on every run."""
+    from .target import target_from_document  # local: torch and the built-in targets load only here
+
+    target = target_from_document(doc)
+    shapes = sorted(target.verification_shapes("smoke"), key=target.bytes_min)
+    if not shapes:
+        raise DocumentError("no valid shape in the operating range to try the reference on")
+    shape = shapes[0]
+    try:
+        inputs = target.make_inputs(shape, 1, "cpu")
+        ok, _, message = target.check(target.baseline(*inputs), inputs, target.reference(inputs))
+    except Exception as exc:  # noqa: BLE001 - any failure of the Definition's code on ark's inputs is the answer
+        ok, message = False, f"{type(exc).__name__}: {exc}"
+    if not ok:
+        axes = {k: v for k, v in shape.items() if k != "values"}
+        raise DocumentError(f"the definition's own reference does not pass the declared check on ark's inputs "
+                            f"at {axes}: {message}")

@@ -135,3 +135,14 @@ def test_the_builtin_best_passes_the_imported_indexer_and_broken_kernels_fail():
         assert report["stages"]["verify"]["status"] == "fail", report["stages"]["verify"]
         messages = [s["message"] for s in report["stages"]["verify"]["shapes"] if s["pass"] is False]
         assert messages and says in messages[0], messages
+
+
+def test_a_declaration_the_definitions_own_reference_fails_is_refused_on_import():
+    """The reference must pass the declared check on ark's inputs: another contract's check, or the set check
+    without the generators (FlashInfer-Bench's random page ids), is refused when imported, not on every run."""
+    with pytest.raises(DocumentError, match="own reference does not pass the declared check.*RuntimeError"):
+        document(check="dsa_indexer_topk")  # the bf16 indexer's contract: a dense [B, N, 128] key tensor
+    with pytest.raises(DocumentError, match="own reference does not pass the declared check.*out of bounds"):
+        build_document(TEXT, ranges=RANGES, check="dsa_indexer_topk_fp8")
+    with pytest.raises(DocumentError, match="takes 3 inputs"):
+        document(check="dsa_topk")
