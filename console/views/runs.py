@@ -10,10 +10,11 @@ from django.views.decorators.http import require_POST
 from console import charts
 from console.diffs import render_diff, render_source, unified_diff
 from console.forms import ApproveForm, PromoteForm, VetoForm, format_routes
-from console.views.candidates import region_summary
+from console.views.candidates import one_axis_refusal, region_summary
 from console.views.common import error_text
 from loop import ranges, selectors, where_time
 from loop.models import Candidate, Run, ServingConfig
+from loop.roles import PROMOTE, check_permission
 from loop.services import decisions, deployments
 from loop.services.confirmations import confirmation_summary
 from loop.services.runs import run_pause, run_resume, run_stop
@@ -125,6 +126,9 @@ def candidate_promote(request, pk):
     if form.is_valid():
         try:
             decisions.four_eyes_check(actor=request.user, candidate=candidate)  # PermissionDenied: a 403 page
+            check_permission(request.user, PROMOTE)  # a viewer learns nothing about the target from this POST
+            if refusal := one_axis_refusal(candidate):
+                raise ValidationError(refusal)
             based_on = request.POST.get("based_on", "")
             config = deployments.deployment_promote(actor=request.user, candidate=candidate,
                                                     routes=form.cleaned_data["routes"], note=form.cleaned_data["note"],

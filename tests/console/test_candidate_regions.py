@@ -42,6 +42,15 @@ def test_the_candidate_page_of_a_grid_target_sums_up_its_regions_and_links_to_th
     assert 'data-testid="promote-dialog"' not in page and 'data-testid="open-promote"' not in page
 
 
+def test_the_range_dialogs_post_does_not_promote_a_grid_targets_candidate(as_dana, alice):
+    """A hand-made POST to the one-axis dialog cannot route a two-axis target along one axis."""
+    candidate = _kept(alice, served_report())
+    body = {"routes": "0 inf candidate", "note": "", "password": "dana-password-1"}
+    response = as_dana.post(reverse("candidate_promote", args=[candidate.pk]), body)
+    assert response.status_code == 400 and not ServingConfig.objects.exists()
+    assert "promote this candidate from its winning-regions page" in response.content.decode()
+
+
 def test_a_one_axis_target_keeps_the_range_dialog_and_has_no_region_summary(as_dana, alice):
     target = builders.make_target("dsa_indexer_topk_fp8")
     candidate = _kept(alice, served_report(), target=target)

@@ -9,7 +9,6 @@ from loop.models import OutboxMessage, ServingConfig
 from loop.services.decisions import candidate_approve
 from loop.tasks import retimed
 from tests.console import builders
-from tests.console.test_candidate_page import promote_post
 from tests.loop.services.test_confirmations import measured
 
 pytestmark = [pytest.mark.django_db, pytest.mark.retiming]
@@ -30,9 +29,15 @@ def panel(client, candidate) -> str:
     return page[start:page.index("</section>", start)]
 
 
+def regions_promote(client, candidate, **kw):
+    """A promotion of the candidate's winning regions (a dsa_topk candidate is promoted on its regions page)."""
+    body = {"based_on": 0, "note": "wins below 100K", "password": "dana-password-1"}
+    return client.post(reverse("candidate_regions_promote", args=[candidate.pk]), body, **kw)
+
+
 def test_promote_is_refused_until_re_time_now_confirms(as_dana, parent):
     assert "Not re-timed yet" in panel(as_dana, parent) and 'data-testid="retime-now"' in panel(as_dana, parent)
-    refused = as_dana.post(reverse("candidate_promote", args=[parent.pk]), promote_post("dana-password-1"), follow=True)
+    refused = regions_promote(as_dana, parent, follow=True)
     assert refused.status_code == 400 and not ServingConfig.objects.exists()
     assert "bench:unconfirmed: no independent re-timing" in refused.content.decode()
     assert "Re-time now" in refused.content.decode()
@@ -46,7 +51,7 @@ def test_promote_is_refused_until_re_time_now_confirms(as_dana, parent):
 
     retimed(spec["confirmation_id"], "h200-b", measured(parent.evaluations.get().report))
     assert "Confirmed by an independent re-timing on h200-b: ratio" in panel(as_dana, parent)
-    as_dana.post(reverse("candidate_promote", args=[parent.pk]), promote_post("dana-password-1"))
+    regions_promote(as_dana, parent)
     assert ServingConfig.objects.get().version == 1
 
 

@@ -130,9 +130,10 @@ def test_under_four_eyes_the_run_starter_may_not_promote_alone(alice, bob, setti
     client = Client()
     client.force_login(alice)
     settings.ARK_FOUR_EYES = True
-    body = {"routes": "0 inf candidate", "note": "", "password": "alice-password-1"}
-    response = client.post(reverse("candidate_promote", args=[kept.pk]), body)
-    assert response.status_code == 403 and not ServingConfig.objects.exists()
+    body = {"based_on": 0, "note": "", "password": "alice-password-1"}  # its winning regions (a dsa_topk grid)
+    response = client.post(reverse("candidate_regions_promote", args=[kept.pk]), body)
+    assert response.status_code in (400, 403) and not ServingConfig.objects.exists()
+    assert "four eyes" in response.content.decode().lower()
     settings.ARK_FOUR_EYES = False  # the setting is what refused it
-    assert client.post(reverse("candidate_promote", args=[kept.pk]), body).status_code == 302
+    assert client.post(reverse("candidate_regions_promote", args=[kept.pk]), body).status_code == 302
     assert ServingConfig.objects.count() == 1
