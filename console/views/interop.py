@@ -98,6 +98,11 @@ def definition_import(request):
                                       f"; {cells} workload cells" + (f"; drawn by ark: {drawn}" if drawn else "")
                                       + (f"; checked as {target.document['check']}" if target.document.get("check") else "")
                                       + ". Write a thesis on it to start a run.")
+            captured = getattr(target, "captured_inputs", None) or {}
+            if captured:
+                messages.warning(request, "The workloads name captured inputs ark does not read ("
+                                 + ", ".join(f"{n} on {c} lines" for n, c in captured.items())
+                                 + "): their axes are the grid, their inputs are drawn (docs/interop.md).")
             return redirect("thesis_new")
     return render(request, "console/interop/import.html", {"form": form, "imported": imported_targets()})
 

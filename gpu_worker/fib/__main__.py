@@ -14,10 +14,11 @@ def main(argv: list[str]) -> int:
 
     try:
         if command == "read":
-            from .reader import build_document  # local: see above
+            from .reader import build_document, captured_inputs  # local: see above
             result = {"document": build_document(payload["definition"], payload.get("workloads") or "",
                                                  payload.get("ranges"), payload.get("tolerance"),
-                                                 payload.get("inputs"), payload.get("check"))}
+                                                 payload.get("inputs"), payload.get("check")),
+                      "captured": captured_inputs(payload["definition"], payload.get("workloads") or "")}
         elif command == "export":
             from .traceset import export_traceset  # local: see above
             result = export_traceset(payload, payload["out"])

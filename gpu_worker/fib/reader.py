@@ -26,10 +26,9 @@ def read_definition(text: str) -> Definition:
         raise DocumentError(f"not a FlashInfer-Bench Definition: {_first_error(exc)}") from None
 
 
-def workload_cells(defn: Definition, jsonl: str) -> list[tuple[dict, float]]:
-    """[(var axes, weight)]: each line is a workload Trace of this definition; a cell's weight is how many
-    lines name it (a tracing run writes one per served call it keeps)."""
-    counts: Counter = Counter()
+def _workload_traces(defn: Definition, jsonl: str):
+    """Each line as a workload Trace of this definition with a value for every var axis meeting the
+    constraints, or DocumentError naming the line."""
     for n, line in enumerate((jsonl or "").splitlines(), 1):
         if not line.strip():
             continue
@@ -46,8 +45,24 @@ def workload_cells(defn: Definition, jsonl: str) -> list[tuple[dict, float]]:
         problems = constraint_problems(json.loads(defn.model_dump_json()), {a: axes[a] for a in defn.var_axes})
         if problems:
             raise DocumentError(f"workloads line {n}: {problems[0]}")
-        counts[tuple((a, int(axes[a])) for a in defn.var_axes)] += 1
+        yield trace
+
+
+def workload_cells(defn: Definition, jsonl: str) -> list[tuple[dict, float]]:
+    """[(var axes, weight)]: each line is a workload Trace of this definition; a cell's weight is how many
+    lines name it (a tracing run writes one per served call it keeps)."""
+    counts: Counter = Counter(tuple((a, int(t.workload.axes[a])) for a in defn.var_axes)
+                              for t in _workload_traces(defn, jsonl))
     return [(dict(key), float(w)) for key, w in sorted(counts.items())]
+
+
+def captured_inputs(definition_text: str, jsonl: str) -> dict[str, int]:
+    """{input: how many workload lines name a captured safetensors blob for it}. ark reads a workload's axes
+    only and draws every input itself (docs/interop.md): the import says so rather than dropping them quietly."""
+    defn = read_definition(definition_text)
+    counts: Counter = Counter(name for t in _workload_traces(defn, jsonl)
+                              for name, spec in t.workload.inputs.items() if spec.type == "safetensors")
+    return dict(sorted(counts.items()))
 
 
 def build_document(definition_text: str, workloads_text: str = "", ranges=None, tolerance=None, inputs=None,

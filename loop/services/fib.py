@@ -77,14 +77,16 @@ def fib_definition_import(*, actor, definition_text: str, workloads_text: str = 
     """Create or replace the Target a FlashInfer-Bench Definition describes; its workloads, if any, become
     the target's workload profile (weights per cell). `inputs` declares generators for inputs the
     Definition cannot describe, `check` a built-in target whose check replaces the per-output tolerance
-    (docs/interop.md). A built-in target's name is refused."""
+    (docs/interop.md). A built-in target's name is refused. The returned target's `captured_inputs` counts
+    the workload lines naming captured safetensors inputs, which ark does not read."""
     check_permission(actor, EDIT_THESIS)
     _precheck(definition_text, workloads_text, ranges, inputs, check)
     name = json.loads(definition_text).get("name")
     if Target.objects.filter(name=str(name), document={}).exists():
         raise ValidationError(f"{name} is a built-in target; an imported definition may not replace it")
-    doc = fib_call("read", {"definition": definition_text, "workloads": workloads_text, "ranges": list(ranges),
-                            "tolerance": tolerance, "inputs": inputs or None, "check": check or None})["document"]
+    answer = fib_call("read", {"definition": definition_text, "workloads": workloads_text, "ranges": list(ranges),
+                               "tolerance": tolerance, "inputs": inputs or None, "check": check or None})
+    doc, captured = answer["document"], answer.get("captured") or {}
     d = doc["definition"]
     fields = {"version": "1", "description": (d.get("description") or d["name"])[:2000],
               "axes": doc["ranges"], "dsls": ["triton", "cute"], "e2e_slot": "", "document": doc}
@@ -100,10 +102,11 @@ def fib_definition_import(*, actor, definition_text: str, workloads_text: str = 
         event_write(type="target.imported", actor=actor, subject=target, payload={
             "name": target.name, "ranges": doc["ranges"], "cells": len(doc.get("cells") or []),
             "source": source[:200], "format": "flashinfer-bench", "inputs": doc.get("inputs") or {},
-            "check": doc.get("check")})
+            "check": doc.get("check"), "captured_inputs_not_read": captured})
         if doc.get("cells"):
             workload_profile_set(target, [(c["axes"], c["weight"]) for c in doc["cells"]], actor=actor,
                                  source=f"fib:{source}"[:200])
+    target.captured_inputs = captured  # for the answer to the person importing; the event keeps it too
     return target
 
 

@@ -96,3 +96,19 @@ def test_the_indexer_imports_with_its_generators_and_check_and_the_page_lists_th
     assert 'data-testid="fib-imported-' + name in page
     assert "block_table: ark: page_table lengths=seq_lens cache=k_index_cache_fp8" in page
     assert "q_index_fp8: FlashInfer-Bench" in page and "dsa_indexer_topk_fp8&#x27;s check" in page
+
+
+def test_captured_inputs_in_the_workloads_are_named_as_not_read(alice):
+    from loop.models import Event
+
+    captured = {"type": "safetensors", "path": "blob/calls.safetensors", "tensor_key": "residual_0"}
+    lines = [json.dumps({"definition": "fused_add_rmsnorm_h2048", "workload": {
+        "axes": {"batch_size": b}, "inputs": {"residual": captured} if i else {}, "uuid": f"c{i}"}})
+        for i, b in enumerate((4, 8, 8))]
+    done = client_for(alice).post("/targets/import/", {
+        "definition": upload(DEF_PATH.read_text()), "ranges": "batch_size=1:64",
+        "workloads": upload("\n".join(lines), "workloads.jsonl")}, follow=True)
+    assert done.status_code == 200
+    assert b"captured inputs ark does not read (residual on 2 lines)" in done.content
+    event = Event.objects.filter(type="target.imported").latest("pk")
+    assert event.payload["captured_inputs_not_read"] == {"residual": 2}
