@@ -34,15 +34,24 @@ def _confirmed(request) -> bool:
     return request.POST.get("confirm") == "yes"
 
 
-@require_POST
-def candidate_approve(request, pk):
+def _review(request, pk, form_class, form_name: str):
+    """(candidate, the review form's data, None) for a reviewer's valid POST, or (candidate, None, the
+    candidate page again with the form's errors, 400)."""
     candidate = get_object_or_404(Candidate.objects.select_related("run__thesis", "run__incumbent"), pk=pk)
     check_permission(request.user, REVIEW)
-    form = ApproveForm(request.POST)
+    form = form_class(request.POST)
     if not form.is_valid():
-        return render(request, "console/candidates/detail.html",
-                      _candidate_context(request, candidate, approve_form=form), status=400)
-    note = form.cleaned_data["note"]
+        return candidate, None, render(request, "console/candidates/detail.html",
+                                       _candidate_context(request, candidate, **{form_name: form}), status=400)
+    return candidate, form.cleaned_data, None
+
+
+@require_POST
+def candidate_approve(request, pk):
+    candidate, data, invalid = _review(request, pk, ApproveForm, "approve_form")
+    if invalid is not None:
+        return invalid
+    note = data["note"]
     stale = candidate_staleness(candidate)
     if stale is not None and not _confirmed(request):
         return _confirm_page(request, candidate, action="approve", stale=stale, fields={"note": note},
@@ -62,13 +71,10 @@ def candidate_approve(request, pk):
 
 @require_POST
 def candidate_veto(request, pk):
-    candidate = get_object_or_404(Candidate.objects.select_related("run__thesis", "run__incumbent"), pk=pk)
-    check_permission(request.user, REVIEW)
-    form = VetoForm(request.POST)
-    if not form.is_valid():
-        return render(request, "console/candidates/detail.html",
-                      _candidate_context(request, candidate, veto_form=form), status=400)
-    reason = form.cleaned_data["reason"]
+    candidate, data, invalid = _review(request, pk, VetoForm, "veto_form")
+    if invalid is not None:
+        return invalid
+    reason = data["reason"]
     if not _confirmed(request):
         return _confirm_page(request, candidate, action="veto", fields={"reason": reason},
                              what=f"Veto candidate {candidate.number}? It is reverted with your reason; "

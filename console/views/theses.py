@@ -1,5 +1,6 @@
 """Theses: the team-wide backlog, create and edit with a markdown preview, start a run."""
 
+import functools
 from urllib.parse import urlencode
 
 from django.contrib import messages
@@ -44,19 +45,25 @@ def _sort_links(filters: dict) -> list[dict]:
     return columns
 
 
-def thesis_new(request):
-    # a new thesis's hardware defaults to what the live GPU workers report (loop/waiting.py)
-    form = ThesisForm(request.POST or None, initial={"hardware": live_hardware_default()})
+def _thesis_form(request, form, thesis, save, saved: str):
+    """A POSTed valid form goes through `save` (a service, returning the thesis) to the thesis page; the form
+    comes back (400 with its errors, a service's refusal among them) otherwise."""
     if request.method == "POST" and form.is_valid():
         try:
-            thesis = thesis_services.thesis_create(actor=request.user, **form.cleaned_data)
+            thesis = save(actor=request.user, **form.cleaned_data)
         except ValidationError as error:
             apply_validation_error(form, error)
         else:
-            messages.success(request, "Thesis created.")
+            messages.success(request, saved)
             return redirect("thesis", pk=thesis.pk)
-    return render(request, "console/theses/form.html", {"form": form, "thesis": None},
+    return render(request, "console/theses/form.html", {"form": form, "thesis": thesis},
                   status=400 if form.errors else 200)
+
+
+def thesis_new(request):
+    # a new thesis's hardware defaults to what the live GPU workers report (loop/waiting.py)
+    form = ThesisForm(request.POST or None, initial={"hardware": live_hardware_default()})
+    return _thesis_form(request, form, None, thesis_services.thesis_create, "Thesis created.")
 
 
 def thesis_detail(request, pk):
@@ -76,16 +83,8 @@ def thesis_edit(request, pk):
                "model": thesis.model, "constraints": thesis.constraints, "priority": thesis.priority,
                "status": thesis.status}
     form = ThesisEditForm(request.POST or None, initial=initial)
-    if request.method == "POST" and form.is_valid():
-        try:
-            thesis_services.thesis_edit(actor=request.user, thesis=thesis, **form.cleaned_data)
-        except ValidationError as error:
-            apply_validation_error(form, error)
-        else:
-            messages.success(request, "Thesis saved.")
-            return redirect("thesis", pk=thesis.pk)
-    return render(request, "console/theses/form.html", {"form": form, "thesis": thesis},
-                  status=400 if form.errors else 200)
+    return _thesis_form(request, form, thesis, functools.partial(thesis_services.thesis_edit, thesis=thesis),
+                        "Thesis saved.")
 
 
 @require_POST
