@@ -7,18 +7,7 @@ from django.urls import reverse
 
 from loop.models import Event, OutboxMessage, Ping, Run, Worker
 
-pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def _held_tasks(monkeypatch):
-    from loop.services import outbox
-
-    class Held:
-        def send_task(self, *args, **kwargs):
-            pass
-
-    monkeypatch.setattr(outbox, "current_app", Held())
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("held_tasks")]  # no loop worker here
 
 
 @pytest.mark.parametrize("url", ["audit", "audit_csv"])

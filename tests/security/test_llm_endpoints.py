@@ -15,19 +15,7 @@ from tests.loop.proposers.test_llm_proposer import (
     endpoint_config,
 )
 
-pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def _held_tasks(monkeypatch):
-    """Services publish to the loop queue after commit; no loop worker takes part here."""
-    from loop.services import outbox
-
-    class Held:
-        def send_task(self, *args, **kwargs):
-            pass
-
-    monkeypatch.setattr(outbox, "current_app", Held())
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("held_tasks")]  # no loop worker here
 
 
 @pytest.fixture

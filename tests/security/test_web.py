@@ -17,22 +17,10 @@ from loop.services.decisions import candidate_approve
 from tests.console import builders
 from tests.console.test_pages_render import SKILL
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("held_tasks")]  # no loop worker here
 
 PUBLIC = {"login", "healthz"}
 PAYLOAD = '<script>alert("ark-xss")</script>'
-
-
-@pytest.fixture(autouse=True)
-def _held_tasks(monkeypatch):
-    """Services publish to the loop queue after commit; no loop worker takes part here."""
-    from loop.services import outbox
-
-    class Held:
-        def send_task(self, *args, **kwargs):
-            pass
-
-    monkeypatch.setattr(outbox, "current_app", Held())
 
 
 def named_routes() -> list[str]:
