@@ -253,17 +253,23 @@ def _snapshot(out, model: DecodeModel) -> dict:
     return {"hidden": out.hidden.clone(), "indices": model.indices.clone(), "logits": model.logits.clone()}
 
 
+def _parity(outs: dict, model, cfg) -> dict:
+    """The candidate's step against the default's (compare_steps), and whether the incumbent's agreed too."""
+    parity = compare_steps(outs["default"], outs["candidate"], model.lengths, model.topk_k, cfg.hidden_rtol)
+    if "incumbent" in outs:
+        parity["incumbent_ok"] = compare_steps(
+            outs["default"], outs["incumbent"], model.lengths, model.topk_k, cfg.hidden_rtol
+        )["ok"]
+    return parity
+
+
 def _run_point_eager(cfg, preset, batch, context, dispatchers, findings) -> dict:
     model = DecodeModel(preset, batch=batch, context=context, device="cpu", seed=cfg.seed)
     outs = {}
     for name, d in dispatchers.items():
         d.calls.clear()
         outs[name] = _snapshot(model.step(d), model)
-    parity = compare_steps(outs["default"], outs["candidate"], model.lengths, model.topk_k, cfg.hidden_rtol)
-    if "incumbent" in outs:
-        parity["incumbent_ok"] = compare_steps(
-            outs["default"], outs["incumbent"], model.lengths, model.topk_k, cfg.hidden_rtol
-        )["ok"]
+    parity = _parity(outs, model, cfg)
     fixed = fixed_answer_for(dispatchers["default"].target, outs["default"])
     ceiling = compare_steps(
         outs["default"], _snapshot(model.step(fixed), model), model.lengths, model.topk_k, cfg.hidden_rtol
@@ -379,11 +385,7 @@ def _run_point_graphs(cfg, preset, batch, context, dispatchers, findings) -> dic
         graph.replay()
         torch.cuda.synchronize()
         outs[name] = _snapshot(out, model)
-    parity = compare_steps(outs["default"], outs["candidate"], model.lengths, model.topk_k, cfg.hidden_rtol)
-    if "incumbent" in outs:
-        parity["incumbent_ok"] = compare_steps(
-            outs["default"], outs["incumbent"], model.lengths, model.topk_k, cfg.hidden_rtol
-        )["ok"]
+    parity = _parity(outs, model, cfg)
     # the ceiling: the default's own answer, computed above outside any timing, served at zero cost
     fixed = fixed_answer_for(dispatchers["default"].target, outs["default"])
     graphs["ceiling"], out = capture_step(model, fixed)
