@@ -255,52 +255,17 @@ def group_messages(messages: list[dict], per_group: int, groups: int) -> tuple[l
     return out, held
 
 
-class _FakeGraph:
-    """CPU check only: a replay calls the kernel again into the captured outputs (tests/gpu_worker's fake)."""
-
-    def __init__(self, fn, inputs, outputs):
-        self.fn, self.inputs, self.outputs = fn, inputs, outputs
-
-    def replay(self):
-        from gpu_worker.targets.base import as_outputs
-        for dst, src in zip(self.outputs, as_outputs(self.fn(*self.inputs))):
-            dst.copy_(src)
-
-
-class _FakeEvent:
-    def record(self):
-        self.t = time.perf_counter()
-
-    def elapsed_time(self, other):
-        return (other.t - self.t) * 1e3
-
-
-class _Sink:
-    def __init__(self):
-        self.messages: list[dict] = []
-
-    def send(self, **m):
-        self.messages.append(m)
-
-
 def _cpu_child(cfg: dict, target, source_path: Path, seed: int) -> dict:
     """The CPU check: bench_child.benchmark in this process with fake graphs and events, as tests do. The
     numbers mean nothing; what is checked is that grouping, reports and judging run end to end."""
-    from gpu_worker.pipeline import bench_child
+    from gpu_worker.pipeline import bench_child, cpu_stand_in
     from gpu_worker.pipeline.child_run import load_module
-    from gpu_worker.targets.base import as_outputs
 
-    def capture(fn, inputs):
-        outputs = [t.clone() for t in as_outputs(fn(*inputs))]
-        return _FakeGraph(fn, inputs, outputs), outputs
-
-    bench_child.DEVICE, bench_child._capture, bench_child._event = "cpu", capture, _FakeEvent
-    bench_child.L2_FLUSH_BYTES = 1 << 20
-    bench_child.SETS = {"smoke": 8}
-    bench_child.HELD_OUT = 0  # a drawn held-out shape can be large: minutes in the interpreter
+    # no held-out shape: a drawn one can be large, minutes in the interpreter
+    cpu_stand_in.bench_on_cpu(setattr, sets=8, held_out=0)
     cand = load_module(str(source_path), "aa_candidate").forward
     inc = load_module(str(source_path), "aa_incumbent").forward
-    sink = _Sink()
+    sink = cpu_stand_in.Messages()
     t0 = time.perf_counter()
     bench_child.benchmark(cfg, sink, target, cand, inc, target.baseline, seed, time.perf_counter)
     return {"messages": sink.messages, "wall_s": time.perf_counter() - t0, "released_s": 0.0, "warm_s": None,

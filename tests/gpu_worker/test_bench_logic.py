@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from gpu_worker.pipeline import bench_child
+from gpu_worker.pipeline import bench_child, cpu_stand_in
 from gpu_worker.pipeline.bench_report import bench_results
 from gpu_worker.pipeline.stats import ceilings_for
 from gpu_worker.targets import get_target
@@ -18,49 +18,15 @@ RMS = get_target("add_rmsnorm")
 SHAPES = [{"tokens": 4, "hidden": 2048}, {"tokens": 9, "hidden": 4096}]
 
 
-class FakeGraph:
-    """Replays by calling the kernel again and writing into the captured output buffers."""
-
-    def __init__(self, fn, inputs, outputs, stale=False):
-        self.fn, self.inputs, self.outputs, self.stale = fn, inputs, outputs, stale
-
-    def replay(self):
-        if self.stale:
-            return
-        for dst, src in zip(self.outputs, as_outputs(self.fn(*self.inputs))):
-            dst.copy_(src)
-
-
-class FakeEvent:
-    def record(self):
-        self.t = time.perf_counter()
-
-    def elapsed_time(self, other):
-        return (other.t - self.t) * 1e3
-
-
-class Sink:
-    def __init__(self):
-        self.messages = []
-
-    def send(self, **m):
-        self.messages.append(m)
-
-
 @pytest.fixture
 def fake_cuda(monkeypatch):
     stale = {"candidate": False}
 
     def capture(fn, inputs):
-        outputs = [t.clone() for t in as_outputs(fn(*inputs))]
-        return FakeGraph(fn, inputs, outputs, stale=stale["candidate"] and fn is _candidate), outputs
+        return cpu_stand_in.capture(fn, inputs, stale=stale["candidate"] and fn is _candidate)
 
-    monkeypatch.setattr(bench_child, "DEVICE", "cpu")
-    monkeypatch.setattr(bench_child, "_capture", capture)
-    monkeypatch.setattr(bench_child, "_event", FakeEvent)
-    monkeypatch.setattr(bench_child, "L2_FLUSH_BYTES", 1 << 20)
-    monkeypatch.setattr(bench_child, "SETS", {"smoke": 12})  # the default (64 and more) is pinned below
-    monkeypatch.setattr(bench_child, "HELD_OUT", 1)
+    # 12 sets: the default (64 and more) is pinned below
+    cpu_stand_in.bench_on_cpu(monkeypatch.setattr, sets=12, held_out=1, capture=capture)
     return stale
 
 
@@ -69,7 +35,7 @@ def _candidate(x, residual, weight, eps):
 
 
 def _run(**cfg):
-    sink = Sink()
+    sink = cpu_stand_in.Messages()
     bench_child.benchmark({"profile": "smoke", "shapes": SHAPES, **cfg}, sink, RMS, _candidate, RMS.baseline,
                           RMS.baseline, seed=3, perf=time.perf_counter)
     return sink.messages
@@ -109,7 +75,7 @@ def test_every_timed_set_is_a_fresh_draw_from_each_value_family(fake_cuda):
         seen.append(float(x.float().abs().sum()))
         return RMS.baseline(x, residual, weight, eps)
 
-    sink = Sink()
+    sink = cpu_stand_in.Messages()
     bench_child.benchmark({"profile": "smoke", "shapes": SHAPES[:1]}, sink, RMS, recording, RMS.baseline,
                           RMS.baseline, seed=3, perf=time.perf_counter)
     assert sink.messages[0]["findings"] == []
@@ -134,7 +100,7 @@ def test_a_kernel_that_replays_a_cached_answer_fails_on_fresh_inputs(fake_cuda):
             cache[key] = RMS.baseline(x, residual, weight, eps)
         return cache[key]
 
-    sink = Sink()
+    sink = cpu_stand_in.Messages()
     bench_child.benchmark({"profile": "smoke", "shapes": SHAPES}, sink, RMS, cached, RMS.baseline, RMS.baseline,
                           seed=3, perf=time.perf_counter)
     for m in sink.messages:
@@ -153,7 +119,7 @@ def test_a_graph_that_copies_an_answer_computed_at_capture_is_stale(fake_cuda, m
             def replay(self):
                 for dst, src in zip(outputs, answer):
                     dst.copy_(src)
-        return (Copy() if fn is _candidate else FakeGraph(fn, inputs, outputs)), outputs
+        return (Copy() if fn is _candidate else cpu_stand_in.FakeGraph(fn, inputs, outputs)), outputs
 
     monkeypatch.setattr(bench_child, "_capture", capture)
     for m in _run():
@@ -176,7 +142,7 @@ def test_a_slow_tail_shows_in_p99_and_the_slow_fraction(fake_cuda):
 def test_a_hung_capture_ends_the_child_with_its_own_finding(monkeypatch):
     fired = {}
     monkeypatch.setattr(bench_child.os, "_exit", lambda code: fired.setdefault("code", code))
-    sink = Sink()
+    sink = cpu_stand_in.Messages()
     with bench_child._Watchdog(sink, 0.05, "bench:graph_capture", "CUDA graph capture of the candidate"):
         wait_until(lambda: "code" in fired, timeout_s=10, interval_s=0.01)
     assert fired["code"] == 3 and sink.messages[0]["code"] == "bench:graph_capture"
@@ -261,7 +227,7 @@ def test_a_candidate_that_tampers_at_capture_is_reported_by_the_benchmark(fake_c
 
 
 def _bench_codes(candidate) -> set[str]:
-    sink = Sink()
+    sink = cpu_stand_in.Messages()
     bench_child.benchmark({"profile": "smoke", "shapes": SHAPES[:1]}, sink, RMS, candidate, RMS.baseline,
                           RMS.baseline, seed=5, perf=time.perf_counter)
     return {f["code"] for m in sink.messages if m["type"] == "bench_shape" for f in m["findings"]}

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from gpu_worker.pipeline import child_run, referee, tamper, verify_child
+from gpu_worker.pipeline import child_run, cpu_stand_in, referee, tamper, verify_child
 from gpu_worker.pipeline.guard import check_candidate
 from gpu_worker.targets import get_target
 from tests.redteam.catalog import source as redteam_source
@@ -21,14 +21,6 @@ HONEST = redteam_source("honest_topk_bisect")
 SEED = 20261204
 SHAPES = [{"rows": 2, "n_ctx": 6000, "k": 2048, "values": "normal", "lengths": "ragged"},
           {"rows": 3, "n_ctx": 5000, "k": 2048, "values": "near_bf16", "lengths": "full"}]
-
-
-class _Out:
-    def __init__(self):
-        self.messages = []
-
-    def send(self, **message):
-        self.messages.append(message)
 
 
 @pytest.fixture
@@ -52,7 +44,7 @@ def _verify(tmp_path, launch_log, source: str, shapes=SHAPES, seed=SEED, guarded
     assert not findings or not guarded, findings
     module = child_run.load_module(str(path), f"cand_{abs(hash(source))}")
     cand = child_run.Candidate(module.forward, info["kernels"], "triton", "cpu", launch_log, threading.active_count)
-    out = _Out()
+    out = cpu_stand_in.Messages()
     outdir = tmp_path / "outputs"
     outdir.mkdir()
     verify_child.verify({"shapes": shapes, "outputs_dir": str(outdir)}, out, TOPK, cand, seed, time.perf_counter)
