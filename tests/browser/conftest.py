@@ -1,15 +1,14 @@
 """The console under the product's ASGI server (console.serve, as the Procfile runs it) against the test database,
 driven by Debian's Chromium through Playwright."""
 
-import os
 import socket
 import sys
+import time
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-
 
 ROOT = Path(__file__).resolve().parents[2]
 SCREENSHOTS = ROOT / "docs" / "screenshots"
@@ -65,17 +64,14 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture
-def console_url(request, transactional_db, start_process):
-    """The console as the product serves it, on a free port, against the test database; its base URL. Without a loop
-    worker in the test, the tasks it publishes go to an in-memory broker instead of the shared Redis."""
+def _serve(start, **env) -> tuple[str, object]:
+    """Start the console as the product serves it (console.serve: gunicorn + a uvicorn worker; one, to start fast)
+    on a free port and wait until it answers; its base URL and process."""
     from tests.conftest import wait_until
 
     port = _free_port()
-    broker = {} if "loop_worker" in request.fixturenames else {"CELERY_BROKER_URL": "memory://"}
-    # the product's own server command (console.serve: gunicorn + a uvicorn worker; one, to start fast)
-    server = start_process([sys.executable, "-m", "console.serve", "--bind", f"127.0.0.1:{port}", "--workers", "1"],
-                           name="console", DJANGO_DEBUG="0", DJANGO_ALLOW_ASYNC_UNSAFE="", **broker)
+    server = start([sys.executable, "-m", "console.serve", "--bind", f"127.0.0.1:{port}", "--workers", "1"],
+                   name="console", DJANGO_DEBUG="0", DJANGO_ALLOW_ASYNC_UNSAFE="", **env)
     url = f"http://127.0.0.1:{port}"
 
     def up():
@@ -87,7 +83,15 @@ def console_url(request, transactional_db, start_process):
             return False
 
     wait_until(up, timeout_s=60)
-    return url
+    return url, server
+
+
+@pytest.fixture
+def console_url(request, transactional_db, start_process):
+    """The console as the product serves it, on a free port, against the test database; its base URL. Without a loop
+    worker in the test, the tasks it publishes go to an in-memory broker instead of the shared Redis."""
+    broker = {} if "loop_worker" in request.fixturenames else {"CELERY_BROKER_URL": "memory://"}
+    return _serve(start_process, **broker)[0]
 
 
 _writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="db-writer")
@@ -145,3 +149,105 @@ def held_tasks(request, monkeypatch):
     held = _HeldTasks()
     monkeypatch.setattr(outbox, "current_app", held)
     return held
+
+
+# The idle page (issue 23): a page that holds its websocket for two minutes with nothing to say. It is opened
+# when the browser session starts and checked by test_first_hour.py::test_an_idle_page_keeps_its_socket, which
+# runs last, so the hold costs the suite little; run alone, that test waits out the two minutes itself.
+IDLE_TEST = "test_an_idle_page_keeps_its_socket"
+IDLE_HOLD_S = 120.0
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config, items):
+    """The idle-page test runs after every other test, whatever order the files and tests were collected in."""
+    idle = [item for item in items if item.originalname == IDLE_TEST]
+    items[:] = [item for item in items if item.originalname != IDLE_TEST] + idle
+
+
+class IdlePage:
+    """The page, when its socket opened, the sequence number it started from, its console, or why it could not
+    be opened (reported by the idle test itself, not as an error of whichever test happened to run first)."""
+
+    def __init__(self):
+        self.page = self.opened = self.last_seq = self.run_url = self.server = None
+        self.error = None
+
+
+def _idle_seed() -> int:
+    """A person and a run of their own, in the session's test database: their ids are taken there for the
+    session (a flush does not reuse ids), so no other test's run shares the run's live group."""
+    from django.contrib.auth import get_user_model
+    from django.contrib.auth.models import Group
+    from django.db import connection
+
+    from loop.roles import ensure_groups
+    from loop.services import outbox
+    from tests.console import builders
+
+    if connection.vendor != "sqlite" or connection.settings_dict["NAME"] != connection.settings_dict["TEST"]["NAME"]:
+        raise RuntimeError("the idle page's console runs on a copy of the SQLite test database; this session's "
+                           f"database is {connection.vendor} {connection.settings_dict['NAME']}")
+    ensure_groups()
+    person = get_user_model().objects.create_user(username="ida", password="ida-password-1")
+    person.groups.add(Group.objects.get(name="reviewer"))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(outbox, "current_app", _HeldTasks())  # the run's first tasks go nowhere
+        return builders.make_run(person).pk
+
+
+def _idle_database(copy: Path) -> None:
+    """The test database as it is now, copied for the idle page's console, which outlives every test's flush."""
+    import sqlite3
+
+    from django.db import connection
+
+    source, target = sqlite3.connect(connection.settings_dict["NAME"]), sqlite3.connect(copy)
+    try:
+        source.backup(target)
+    finally:
+        source.close()
+        target.close()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def idle_page(request, browser, browser_context_args, django_db_setup, django_db_blocker, tmp_path_factory,
+              _audit_unlocked_for_teardown, _orm_beside_playwright):
+    """Opened before the session's first test, in a browser context and a console of its own, on a copy of the
+    database with a run no other test touches: nothing reaches its socket until the idle test acts."""
+    if not any(item.originalname == IDLE_TEST for item in request.session.items):
+        yield None
+        return
+    from django.core.management import call_command
+
+    from tests.conftest import Proc, subprocess_env
+
+    idle, folder, context, procs = IdlePage(), tmp_path_factory.mktemp("idle-page"), None, []
+    try:
+        with django_db_blocker.unblock():
+            run_pk = in_thread(_idle_seed)
+            in_thread(_idle_database, folder / "idle.sqlite3")
+            # the session's tests start clean, as each test's teardown leaves it: ids are not reused
+            in_thread(call_command, "flush", interactive=False, verbosity=0, reset_sequences=False)
+
+        def start(args, *, name, **env):
+            procs.append(Proc(args, subprocess_env(**env), folder / f"{name}.log"))
+            return procs[-1]
+
+        url, idle.server = _serve(start, DATABASE_URL=f"sqlite:///{folder / 'idle.sqlite3'}",
+                                  CELERY_BROKER_URL="memory://")
+        context = browser.new_context(**browser_context_args)
+        idle.page = context.new_page()
+        login(idle.page, url, "ida")
+        idle.run_url = f"{url}/runs/{run_pk}/"
+        idle.page.goto(idle.run_url)
+        wait_live(idle.page)
+        idle.opened = time.monotonic()
+        idle.last_seq = idle.page.evaluate("document.body.dataset.lastSeq")
+    except Exception as error:  # noqa: BLE001 - reported by the idle test
+        idle.error = f"the idle page could not be opened: {error!r}"
+    yield idle
+    if context is not None:
+        context.close()
+    for proc in procs:
+        proc.stop()
