@@ -50,13 +50,12 @@ def test_the_demo_walk_from_thesis_to_audit(console_url, page, django_user_model
     page.get_by_test_id("confirm-veto").click()
     assert in_thread(lambda: Candidate.objects.get(pk=seed.pk).status) == "vetoed"
 
-    for routes, version in (("0 64 candidate\n64 inf default", "v1"), ("0 inf candidate", "v2")):
+    for version in ("v1", "v2"):  # dsa_topk has two axes: promoted from its winning-regions page; twice on purpose
         page.goto(f"{console_url}/candidates/{best.pk}/")
-        page.get_by_test_id("open-promote").click()
-        dialog = page.get_by_test_id("promote-dialog")
-        dialog.locator("textarea[name=routes]").fill(routes)
-        dialog.locator("input[name=password]").fill("root-password-1")
-        dialog.get_by_test_id("promote").click()
+        page.get_by_test_id("regions-link").click()
+        form = page.get_by_test_id("regions-promote-form")
+        form.locator("input[name=password]").fill("root-password-1")
+        form.get_by_test_id("regions-promote").click()
         expect(page.get_by_test_id("current-version")).to_have_text(version)
 
     form = page.get_by_test_id("rollback-form")
@@ -64,7 +63,9 @@ def test_the_demo_walk_from_thesis_to_audit(console_url, page, django_user_model
     form.locator("input[name=password]").fill("root-password-1")
     page.get_by_test_id("rollback").click()
     expect(page.get_by_test_id("current-version")).to_have_text("v3")
-    assert in_thread(lambda: ServingConfig.objects.get(version=3).routes == ServingConfig.objects.get(version=1).routes)
+    rollback = in_thread(ServingConfig.objects.get, version=3)
+    assert rollback.rolled_back_to == 1
+    assert rollback.routes == in_thread(ServingConfig.objects.get, version=1).routes
 
     page.goto(f"{console_url}/audit/?actor=root")
     events = page.get_by_test_id("events")
