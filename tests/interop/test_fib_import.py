@@ -134,3 +134,25 @@ def test_generators_and_a_check_that_cannot_fit_are_refused_before_any_child_run
     with pytest.raises(ValidationError, match="lengths fill a 1-D integer tensor"):
         fib.fib_definition_import(actor=alice, definition_text=text, ranges=["batch_size=1:9"],
                                   inputs={"residual": {"kind": "lengths", "max": "batch_size"}})
+
+
+def test_the_cli_imports_the_paged_indexer_with_its_declared_inputs(db, alice, tmp_path):
+    """`--inputs` carries the generators (and the built-in check) a Definition cannot describe; without them
+    the Definition's own reference fails on its drawn inputs and the import is refused (docs/interop.md)."""
+    from loop.models import Target
+
+    name = "dsa_topk_indexer_fp8_h64_d128_topk2048_ps64"
+    path = ROOT / "gpu_worker" / "fib" / "definitions" / f"{name}.json"
+    ranges = ["--range", "batch_size=2:3", "--range", "num_pages=40:96", "--range", "max_num_pages=34:40"]
+    with pytest.raises(CommandError, match="own reference does not pass the declared check on ark's inputs"):
+        call_command("import_definition", str(path), *ranges, "--check", "dsa_indexer_topk_fp8", "--user", "alice")
+    not_json = tmp_path / "inputs.json"
+    not_json.write_text("{inputs")
+    with pytest.raises(CommandError, match="not JSON"):
+        call_command("import_definition", str(path), *ranges, "--inputs", str(not_json), "--user", "alice")
+    assert not Target.objects.filter(name=name).exists()
+    call_command("import_definition", str(path), *ranges, "--inputs", str(path.with_suffix(".inputs.json")),
+                 "--user", "alice")
+    document = Target.objects.get(name=name).document
+    assert document["check"] == "dsa_indexer_topk_fp8"
+    assert {"seq_lens", "block_table", "k_index_cache_fp8"} <= set(document["inputs"])

@@ -1,3 +1,4 @@
+import json
 from pathlib import Path
 
 from django.contrib.auth import get_user_model
@@ -27,18 +28,28 @@ class Command(BaseCommand):
                             help="operating range of a var axis, inclusive (repeat per axis)")
         parser.add_argument("--atol", type=float, help="per-output absolute tolerance (default 1e-2)")
         parser.add_argument("--rtol", type=float, help="per-output relative tolerance (default 1e-2)")
+        parser.add_argument("--inputs", type=Path, help="JSON: generators for inputs the definition cannot describe, "
+                            "{\"inputs\": {...}, \"check\": \"<built-in target>\"} (e.g. the definition's .inputs.json)")
+        parser.add_argument("--check", help="a built-in target whose check replaces the per-output tolerance")
         parser.add_argument("--user", help="who imports it (needs loop.edit_thesis); default: the first superuser")
 
-    def handle(self, *args, definition, workloads, ranges, atol, rtol, user, **options):
+    def handle(self, *args, definition, workloads, ranges, atol, rtol, user, inputs, check, **options):
         users = get_user_model().objects
         actor = users.filter(username=user).first() if user else users.filter(is_superuser=True).order_by("pk").first()
         if actor is None:
             raise CommandError(f"no user {user!r}" if user else "no superuser: pass --user")
         tolerance = {k: v for k, v in (("atol", atol), ("rtol", rtol)) if v is not None}
         try:
+            declared = json.loads(_read(inputs) or "{}")
+        except json.JSONDecodeError as exc:
+            raise CommandError(f"{inputs}: not JSON: {exc}") from exc
+        if not isinstance(declared, dict):
+            raise CommandError(f"{inputs}: expected a JSON object with 'inputs' and optionally 'check'")
+        try:
             target = fib_definition_import(actor=actor, definition_text=_read(definition),
                                            workloads_text=_read(workloads), ranges=ranges, tolerance=tolerance,
-                                           source=(workloads or definition).name)
+                                           source=(workloads or definition).name,
+                                           inputs=declared.get("inputs") or None, check=check or declared.get("check"))
         except ValidationError as exc:
             raise CommandError("; ".join(exc.messages)) from exc
         except PermissionDenied as exc:
