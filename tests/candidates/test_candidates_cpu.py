@@ -1,23 +1,13 @@
 """CPU checks of the candidate kernels (Triton interpreter, CuTe DSL compile-only), tiny shapes.
 
 Run: TRITON_INTERPRET=1 pytest tests/candidates -q
-The Triton interpreter must be enabled before triton is imported, so this module sets it when no
-CUDA device is present.
+(without a CUDA device, tests/candidates/conftest.py switches the interpreter on where it is unset).
 """
 import importlib.util
 import os
 import sys
 
 import pytest
-
-if not os.environ.get("TRITON_INTERPRET"):
-    try:
-        import torch as _t
-        if not _t.cuda.is_available():
-            os.environ["TRITON_INTERPRET"] = "1"
-    except Exception:  # noqa: BLE001
-        os.environ["TRITON_INTERPRET"] = "1"
-
 import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
