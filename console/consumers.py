@@ -1,8 +1,9 @@
 """Websocket consumers only push: every action is an HTTP POST checked in a service."""
 
+from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-from loop.broadcast import ALL_EVENTS_GROUP, run_group
+from loop.broadcast import ALL_EVENTS_GROUP, newest_seq, run_group
 
 
 class EventConsumer(AsyncJsonWebsocketConsumer):
@@ -15,6 +16,11 @@ class EventConsumer(AsyncJsonWebsocketConsumer):
         self.group = run_group(run_id) if run_id is not None else ALL_EVENTS_GROUP
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
+        # The first message says the newest event of the group, read after joining it: an event committed
+        # later is pushed to this socket, one committed before is counted here. A page rendered before that
+        # event re-reads itself (console/static/ark/live.js, docs/operations.md).
+        seq = await database_sync_to_async(newest_seq)(run_id)
+        await self.send_json({"joined": self.group, "seq": seq})
 
     async def disconnect(self, code):
         if hasattr(self, "group"):

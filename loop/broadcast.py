@@ -1,7 +1,8 @@
 """Push committed events to browsers over the channel layer.
 
 At most once (docs/architecture.md, Reliability of the messages): every message carries the event's sequence number, and a page that
-sees a gap or reconnects re-reads its state over HTTP.
+sees a gap or reconnects re-reads its state over HTTP. A socket's first message is the newest sequence number
+of its group (console/consumers.py), so a page also re-reads what was published before its socket joined.
 """
 
 import logging
@@ -15,6 +16,14 @@ ALL_EVENTS_GROUP = "events"
 
 def run_group(run_id) -> str:
     return f"run-{run_id}"
+
+
+def newest_seq(run_id=None) -> int:
+    """The sequence number of the newest event sent to a run's group (or to every page, without a run)."""
+    from loop.models import Event
+
+    events = Event.objects.all() if run_id is None else Event.objects.filter(run_id=run_id)
+    return events.order_by("-id").values_list("id", flat=True).first() or 0
 
 
 def event_message(event) -> dict:

@@ -1,5 +1,6 @@
-"""The websocket behind live pages: it refuses anonymous users and pushes each committed event with its
-sequence number (pages then re-read themselves over HTTP)."""
+"""The websocket behind live pages: it refuses anonymous users, first says the newest event of its group (a page
+rendered before that event re-reads itself), then pushes each committed event with its sequence number (pages
+then re-read themselves over HTTP)."""
 
 import pytest
 from asgiref.sync import sync_to_async
@@ -7,6 +8,8 @@ from channels.testing import WebsocketCommunicator
 from django.test import Client
 
 from console.asgi import application
+from loop.models import Event
+from loop.selectors import last_seq
 from tests.console import builders
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -27,22 +30,59 @@ def _held_tasks(monkeypatch):
     monkeypatch.setattr(outbox, "current_app", Held())
 
 
+async def _socket(user, path: str) -> WebsocketCommunicator:
+    client = Client()
+    await sync_to_async(client.force_login)(user)
+    cookie = f"sessionid={client.cookies['sessionid'].value}".encode()
+    communicator = WebsocketCommunicator(application, path, headers=[ORIGIN, HOST, (b"cookie", cookie)])
+    connected, _ = await communicator.connect()
+    assert connected
+    return communicator
+
+
 async def test_the_socket_refuses_an_anonymous_user():
     communicator = WebsocketCommunicator(application, "/ws/events/", headers=[ORIGIN, HOST])
-    connected, _ = await communicator.connect()
+    connected, _ = await communicator.connect(timeout=10)
     assert not connected
 
 
 async def test_a_run_page_socket_gets_the_events_of_its_run_with_sequence_numbers(alice, bob):
-    client = Client()
-    await sync_to_async(client.force_login)(bob)
-    cookie = f"sessionid={client.cookies['sessionid'].value}".encode()
     run = await sync_to_async(builders.make_run)(alice)
-    communicator = WebsocketCommunicator(application, f"/ws/runs/{run.pk}/", headers=[ORIGIN, HOST, (b"cookie", cookie)])
-    connected, _ = await communicator.connect()
-    assert connected
+    communicator = await _socket(bob, f"/ws/runs/{run.pk}/")
+    newest = await sync_to_async(lambda: Event.objects.filter(run_id=run.pk).latest("id").id)()
+    assert await communicator.receive_json_from(timeout=10) == {"joined": f"run-{run.pk}", "seq": newest}
     candidate = await sync_to_async(builders.submit)(run, tag="ws")
     message = await communicator.receive_json_from(timeout=10)
     assert message["event"] == "candidate.proposed" and message["subject_id"] == str(candidate.pk)
     assert isinstance(message["seq"], int) and message["run_id"] == run.pk
+    await communicator.disconnect()
+
+
+async def test_a_socket_that_joins_after_an_event_says_it_is_newer_than_the_page(alice, bob):
+    """The page is rendered (its data-last-seq), an event is published to no socket yet, then the socket joins:
+    its first message names that event, so live.js knows the page is older and re-reads it."""
+    run = await sync_to_async(builders.make_run)(alice)
+    rendered = await sync_to_async(last_seq)()
+    candidate = await sync_to_async(builders.submit)(run, tag="before-join")
+    proposed = await sync_to_async(Event.objects.get)(type="candidate.proposed", subject_id=str(candidate.pk))
+    assert proposed.id > rendered
+
+    on_run = await _socket(bob, f"/ws/runs/{run.pk}/")
+    assert await on_run.receive_json_from(timeout=10) == {"joined": f"run-{run.pk}", "seq": proposed.id}
+    everywhere = await _socket(bob, "/ws/events/")  # every page's socket: the newest event of all (a login, here)
+    assert await everywhere.receive_json_from(timeout=10) == {"joined": "events", "seq": await sync_to_async(last_seq)()}
+    await on_run.disconnect()
+    await everywhere.disconnect()
+
+
+async def test_a_run_socket_names_the_newest_event_of_its_own_run(alice, bob):
+    """Another run's later event does not make a run page look older than it is."""
+    quiet = await sync_to_async(builders.make_run)(alice)
+    quiet_newest = await sync_to_async(lambda: Event.objects.filter(run_id=quiet.pk).latest("id").id)()
+    busy = await sync_to_async(builders.make_run)(alice)
+    await sync_to_async(builders.submit)(busy, tag="elsewhere")
+    assert await sync_to_async(last_seq)() > quiet_newest
+
+    communicator = await _socket(bob, f"/ws/runs/{quiet.pk}/")
+    assert await communicator.receive_json_from(timeout=10) == {"joined": f"run-{quiet.pk}", "seq": quiet_newest}
     await communicator.disconnect()

@@ -5,6 +5,7 @@ import asyncio
 
 import pytest
 from asgiref.sync import async_to_sync
+from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
 
@@ -51,6 +52,8 @@ async def test_a_consumer_receives_group_messages_through_redis(alice):
     communicator.scope["user"] = alice
     connected, _ = await communicator.connect()
     assert connected
+    newest = await database_sync_to_async(lambda: Event.objects.order_by("-id").values_list("id", flat=True).first() or 0)()
+    assert await communicator.receive_json_from(timeout=5) == {"joined": "events", "seq": newest}
     await get_channel_layer().group_send("events", {"type": "ark.event", "seq": 7, "event": "x.y"})
     assert await communicator.receive_json_from(timeout=5) == {"seq": 7, "event": "x.y"}
     await communicator.disconnect()
