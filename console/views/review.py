@@ -34,24 +34,24 @@ def _confirmed(request) -> bool:
     return request.POST.get("confirm") == "yes"
 
 
-def _review(request, pk, form_class, form_name: str):
-    """(candidate, the review form's data, None) for a reviewer's valid POST, or (candidate, None, the
-    candidate page again with the form's errors, 400)."""
+def _review(request, pk, form_class, form_name: str, act):
+    """A reviewer's POST: the candidate page again (400) with the form's errors, or `act(request, candidate,
+    **the form's data)`."""
     candidate = get_object_or_404(Candidate.objects.select_related("run__thesis", "run__incumbent"), pk=pk)
     check_permission(request.user, REVIEW)
     form = form_class(request.POST)
     if not form.is_valid():
-        return candidate, None, render(request, "console/candidates/detail.html",
-                                       _candidate_context(request, candidate, **{form_name: form}), status=400)
-    return candidate, form.cleaned_data, None
+        return render(request, "console/candidates/detail.html",
+                      _candidate_context(request, candidate, **{form_name: form}), status=400)
+    return act(request, candidate, **form.cleaned_data)
 
 
 @require_POST
 def candidate_approve(request, pk):
-    candidate, data, invalid = _review(request, pk, ApproveForm, "approve_form")
-    if invalid is not None:
-        return invalid
-    note = data["note"]
+    return _review(request, pk, ApproveForm, "approve_form", _approve)
+
+
+def _approve(request, candidate, *, note: str):
     stale = candidate_staleness(candidate)
     if stale is not None and not _confirmed(request):
         return _confirm_page(request, candidate, action="approve", stale=stale, fields={"note": note},
@@ -71,10 +71,10 @@ def candidate_approve(request, pk):
 
 @require_POST
 def candidate_veto(request, pk):
-    candidate, data, invalid = _review(request, pk, VetoForm, "veto_form")
-    if invalid is not None:
-        return invalid
-    reason = data["reason"]
+    return _review(request, pk, VetoForm, "veto_form", _veto)
+
+
+def _veto(request, candidate, *, reason: str):
     if not _confirmed(request):
         return _confirm_page(request, candidate, action="veto", fields={"reason": reason},
                              what=f"Veto candidate {candidate.number}? It is reverted with your reason; "
