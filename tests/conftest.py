@@ -41,6 +41,15 @@ def pytest_collection_modifyitems(config, items):
         items[:] = keep
 
 
+def pytest_collection_finish(session):
+    """Tests that run Triton kernels in this process (tests/candidates, the in-process verify loop) get the
+    interpreter without its per-program repeated work, as a CPU child does (gpu_worker/pipeline/interpreter_fix.py:
+    bit-identical results). Only where a collected test module imported Triton: a run without it pays no import."""
+    if "triton" in sys.modules:
+        from gpu_worker.pipeline import interpreter_fix
+        interpreter_fix.install_speedups()
+
+
 @pytest.fixture(autouse=True)
 def _audit_anchor_of_this_test(tmp_path, settings):
     """Each test anchors its committed events in a file of its own (loop/audit.py): tests flush the events

@@ -7,12 +7,12 @@
 - bf16 -> f32 is the exact widening (the bits shifted into the high half), done in one numpy step: the
   interpreter's general float conversion took a third of an add_rmsnorm program's time on a CPU host.
 
-Then it removes the interpreter's own repeated work, which the interpreter does again in every program
-instance (docs/verification.md, "What it costs on a CPU host"); these speed patches leave every result
-bit-identical and are pinned to the Triton version they were read against:
+Then it removes work the interpreter repeats in every program instance (docs/verification.md, "The
+interpreter's own repeated work"); these speed patches leave every result bit-identical and are pinned
+to the Triton version they were read against:
 - a jit helper called from a kernel (tl.sum's combine function, a kernel's own @triton.jit helpers)
   patched triton.language again on every call, though the kernel's launch had patched it already;
-- the numpy dtype of a Triton type was looked up by building a twenty-entry dict on every call;
+- the numpy dtype of a Triton type was looked up by building an eighteen-entry dict on every call;
 - every cast built its block type anew (a shape check and a name string each time): the builder now
   hands out one type object per element type and shape, as types are never changed once built.
 """

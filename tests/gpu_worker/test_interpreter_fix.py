@@ -1,5 +1,6 @@
-"""Triton's interpreter, as a CPU child runs it (gpu_worker/pipeline/interpreter_fix.py), converts between bf16
-and f32 exactly as torch (and the GPU) does, special values included; and its speed patches change no result."""
+"""Triton's interpreter, as a CPU child runs it (gpu_worker/pipeline/interpreter_fix.py), converts between
+bf16 and f32 exactly as torch (and the GPU) does, special values included; its speed patches change no
+result and leave triton.language as Triton's own launch leaves it."""
 
 import importlib.util
 import logging
@@ -13,10 +14,10 @@ torch = pytest.importorskip("torch")
 triton = pytest.importorskip("triton")
 tl = pytest.importorskip("triton.language")
 
-from triton.runtime import interpreter  # noqa: E402
+from triton.runtime import interpreter
 
-from gpu_worker.pipeline import interpreter_fix  # noqa: E402
-from gpu_worker.targets import TARGETS  # noqa: E402
+from gpu_worker.pipeline import interpreter_fix
+from gpu_worker.targets import TARGETS
 
 interpreter_fix.install()
 CANDIDATES = Path(__file__).resolve().parents[2] / "gpu_worker" / "candidates"
@@ -54,8 +55,8 @@ def _seed(target):
     return module
 
 
-# Kernels with their own jit helpers, tl.sum / tl.max / cumsum / histogram (combine functions from
-# triton.language.core), bf16 casts both ways, tl.dot, loops and masks: every path the speed patches touch.
+# Kernels with jit helpers of their own and of Triton's (tl.sum's combine function lives in a module that sees
+# only triton.language.core), bf16 casts both ways, tl.dot, loops and masks: every path the patches touch.
 CASES = {
     "add_rmsnorm": {"tokens": 5, "hidden": 3000, "values": "outliers"},
     "dsa_topk": {"rows": 3, "n_ctx": 5000, "k": 2048, "values": "ties", "lengths": "ragged"},
@@ -64,7 +65,8 @@ CASES = {
 
 
 def _bits(out) -> list[bytes]:
-    return [t.contiguous().view(torch.uint8).numpy().tobytes() for t in (out if isinstance(out, (tuple, list)) else [out])]
+    outputs = out if isinstance(out, (tuple, list)) else [out]
+    return [t.contiguous().view(torch.uint8).numpy().tobytes() for t in outputs]
 
 
 @pytest.fixture
