@@ -34,21 +34,30 @@ def _confirmed(request) -> bool:
     return request.POST.get("confirm") == "yes"
 
 
-def _review(request, pk, form_class, form_name: str, act):
-    """A reviewer's POST: the candidate page again (400) with the form's errors, or `act(request, candidate,
-    **the form's data)`."""
+def _review(request, pk, form_class, form_name: str, act, done: str):
+    """A reviewer's POST: the candidate page again (400) with the form's errors; else `act(request,
+    candidate, **the form's data)`, which answers with a confirmation page or None once the service ran,
+    and the candidate is `done` (or the service's refusal is shown) back where the reviewer came from."""
     candidate = get_object_or_404(Candidate.objects.select_related("run__thesis", "run__incumbent"), pk=pk)
     check_permission(request.user, REVIEW)
     form = form_class(request.POST)
     if not form.is_valid():
         return render(request, "console/candidates/detail.html",
                       _candidate_context(request, candidate, **{form_name: form}), status=400)
-    return act(request, candidate, **form.cleaned_data)
+    try:
+        confirm = act(request, candidate, **form.cleaned_data)
+    except (ValidationError, ValueError) as error:
+        messages.error(request, f"Not {done}: {error_text(error)}")
+    else:
+        if confirm is not None:
+            return confirm
+        messages.success(request, f"Candidate {candidate.number} {done}.")
+    return _back(request, candidate)
 
 
 @require_POST
 def candidate_approve(request, pk):
-    return _review(request, pk, ApproveForm, "approve_form", _approve)
+    return _review(request, pk, ApproveForm, "approve_form", _approve, "approved")
 
 
 def _approve(request, candidate, *, note: str):
@@ -62,16 +71,12 @@ def _approve(request, candidate, *, note: str):
     except decisions.StaleVerdict as error:  # it became stale between the page and the click
         return _confirm_page(request, candidate, action="approve", stale=error.staleness, fields={"note": note},
                              what=f"Approve candidate {candidate.number} although {error.staleness.text}?")
-    except (ValidationError, ValueError) as error:
-        messages.error(request, f"Not approved: {error_text(error)}")
-    else:
-        messages.success(request, f"Candidate {candidate.number} approved.")
-    return _back(request, candidate)
+    return None
 
 
 @require_POST
 def candidate_veto(request, pk):
-    return _review(request, pk, VetoForm, "veto_form", _veto)
+    return _review(request, pk, VetoForm, "veto_form", _veto, "vetoed")
 
 
 def _veto(request, candidate, *, reason: str):
@@ -79,13 +84,8 @@ def _veto(request, candidate, *, reason: str):
         return _confirm_page(request, candidate, action="veto", fields={"reason": reason},
                              what=f"Veto candidate {candidate.number}? It is reverted with your reason; "
                                   "this cannot be undone.")
-    try:
-        decisions.candidate_veto(actor=request.user, candidate=candidate, reason=reason, confirmed=True)
-    except (ValidationError, ValueError) as error:
-        messages.error(request, f"Not vetoed: {error_text(error)}")
-    else:
-        messages.success(request, f"Candidate {candidate.number} vetoed.")
-    return _back(request, candidate)
+    decisions.candidate_veto(actor=request.user, candidate=candidate, reason=reason, confirmed=True)
+    return None
 
 
 @require_POST
