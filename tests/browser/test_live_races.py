@@ -8,14 +8,23 @@ docs/operations.md): two races, each made certain here instead of left to timing
   table while the answer travels; the pong's re-read waits behind that one (htmx queues a section's requests).
   The older answer then replaces the table, and both re-reads are dropped, since the table they were for is
   gone. The answer and the first re-read are held here until the pong's message has arrived.
+
+Two gaps around those races, closed the same way (a re-read):
+
+- A page is rendered with the newest sequence number it shows (`data-last-seq`); an event published before its
+  socket joins reaches no one. The socket's first message names the newest event of its group, and the page
+  re-reads when that is newer. The page's script is held here until the event is published.
+- A re-read that fails (an error status, no answer) would leave the older state on the page. It is tried again
+  with a bounded backoff, and the live dot shows the page as degraded meanwhile. The first re-read fails here.
 """
 
+import re
 import time
 
 import pytest
 from playwright.sync_api import expect
 
-from loop.models import Ping
+from loop.models import Event, Ping
 from tests.browser.conftest import in_thread, login, wait_live
 from tests.console import builders
 
@@ -103,3 +112,67 @@ def test_a_pong_that_lands_while_the_ping_form_is_answered_stays_on_the_page(con
     pong = page.locator("#pings .pong")
     expect(pong).to_be_visible(timeout=10_000)
     expect(pong).to_contain_text("gpu-test (cpu)")
+
+
+def test_an_event_published_before_the_socket_joins_is_read(console_url, page, alice):
+    run = in_thread(builders.make_run, alice)
+    login(page, console_url, "alice")
+    held = []
+
+    def hold(route):
+        held.append(route)  # the page is served; its socket waits for its script
+
+    page.route(re.compile(r"/ark/live\.js"), hold)
+    page.goto(f"{console_url}/runs/{run.pk}/", wait_until="commit")
+    _wait_for(page, lambda: held, "the page's request for live.js")
+    page.wait_for_function("document.readyState === 'interactive'")  # parsed; deferred scripts wait for live.js
+    rendered = int(page.evaluate("document.body.dataset.lastSeq"))
+
+    candidate = in_thread(builders.submit, run, tag="before-join")  # pushed to no socket: none has joined
+    row = page.get_by_test_id(f"candidate-row-{candidate.number}")
+    assert row.count() == 0  # the page was rendered before it
+    assert in_thread(lambda: Event.objects.get(type="candidate.proposed", subject_id=str(candidate.pk)).id) > rendered
+    held[0].continue_()
+    wait_live(page)
+    expect(row).to_be_visible(timeout=10_000)
+    assert page.evaluate("document.body.dataset.joinResyncs") == "1"
+    assert page.evaluate("document.body.dataset.reconnects") is None
+
+
+@pytest.mark.parametrize("failure", ["503", "no answer"])
+def test_a_failed_re_read_is_tried_again_and_the_page_says_it_is_degraded(console_url, page, alice, failure):
+    run = in_thread(builders.make_run, alice)
+    login(page, console_url, "alice")
+    page.goto(f"{console_url}/runs/{run.pk}/")
+    wait_live(page)
+    status = page.locator("#live-status")
+    expect(status).to_have_attribute("title", "live updates")
+    rereads = []
+
+    def answer(route):
+        if route.request.headers.get("hx-request") != "true":
+            route.continue_()
+        elif not rereads:
+            rereads.append(route)
+            if failure == "503":
+                route.fulfill(status=503, body="busy")
+            else:
+                route.abort("connectionfailed")
+        else:
+            rereads.append(route)  # the retry waits here while the test looks at the page
+
+    page.route(re.compile(rf"/runs/{run.pk}/(\?.*)?$"), answer)
+    candidate = in_thread(builders.submit, run, tag="failing-reread")
+    _wait_for(page, lambda: len(rereads) == 2, "the failed re-read and its retry")
+    row = page.get_by_test_id(f"candidate-row-{candidate.number}")
+    assert row.count() == 0
+    assert page.evaluate("document.body.dataset.liveDegraded") == "1"
+    why = "HTTP 503" if failure == "503" else "no answer"
+    expect(status).to_have_attribute("title", f"live updates: re-reading this page failed ({why}), trying again")
+    expect(status).to_have_class(re.compile(r"\bdegraded\b"))
+
+    rereads[1].continue_()
+    expect(row).to_be_visible(timeout=10_000)
+    expect(status).to_have_attribute("title", "live updates")
+    assert page.evaluate("document.body.dataset.liveDegraded") is None
+    assert page.evaluate("document.body.dataset.rereadRetries") == "1"

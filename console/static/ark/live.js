@@ -8,6 +8,8 @@
   let lastSeq = parseInt(body.dataset.lastSeq || "0", 10);
   let delay = 500;
   let opened = 0;
+  let connected = false;
+  let reconnectedAt = null;
   const status = () => document.getElementById("live-status");
 
   // News heard so far (messages and reconnects), and how much of it each htmx request had heard when it
@@ -19,8 +21,41 @@
   let heard = 0;
   const heardWhenSent = new WeakMap();
 
+  // A live section's re-read that fails (an error status, no answer) is tried again after 1, 2, 4, 8 and
+  // 16 s, then left to the next message; meanwhile the live dot shows the page as degraded.
+  const RETRY_MS = [1000, 2000, 4000, 8000, 16000];
+  const failing = new Map();  // live section id -> what its last re-read answered
+  let retries = 0;
+  let retryTimer = null;
+  let gaveUp = false;
+  const liveRequests = new WeakMap();  // xhr -> the id of the live section it re-reads
+
+  function show() {
+    const el = status();
+    if (!el) return;
+    el.classList.toggle("on", connected && failing.size === 0);
+    el.classList.toggle("degraded", connected && failing.size > 0);
+    if (!connected) {
+      el.textContent = "○";
+      el.title = "live updates: disconnected, reconnecting";
+    } else if (failing.size > 0) {
+      const why = Array.from(failing.values()).join(", ");
+      el.textContent = "◐";
+      el.title = gaveUp
+        ? "live updates: re-reading this page failed " + (RETRY_MS.length + 1) + " times (" + why +
+          "); the next change tries again, or reload the page"
+        : "live updates: re-reading this page failed (" + why + "), trying again";
+    } else {
+      el.textContent = "●";
+      el.title = reconnectedAt ? "live updates: reconnected at " + reconnectedAt : "live updates";
+    }
+  }
+
   function announce(detail) {
-    body.dispatchEvent(new CustomEvent("ark-event", { detail: detail, bubbles: true }));
+    const send = () => body.dispatchEvent(new CustomEvent("ark-event", { detail: detail, bubbles: true }));
+    // htmx makes the live sections listen when the document is ready; a socket can answer before that.
+    if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", send, { once: true });
+    else send();
   }
 
   function news(detail) {
@@ -29,18 +64,69 @@
   }
 
   body.addEventListener("htmx:beforeRequest", function (event) {
-    heardWhenSent.set(event.detail.xhr, heard);
+    const xhr = event.detail.xhr;
+    heardWhenSent.set(xhr, heard);
+    const elt = event.detail.elt;
+    if (elt && elt.id && elt.matches('[hx-trigger*="ark-event"]')) liveRequests.set(xhr, elt.id);
   });
   body.addEventListener("htmx:afterSettle", function (event) {
     const xhr = event.detail.xhr;
     if (!heardWhenSent.has(xhr)) return;  // one swap settles several elements: read again once
     const sent = heardWhenSent.get(xhr);
     heardWhenSent.delete(xhr);
+    if (liveRequests.has(xhr) && failing.delete(liveRequests.get(xhr))) {
+      if (failing.size === 0) {
+        retries = 0;
+        gaveUp = false;
+        delete body.dataset.liveDegraded;
+      }
+      show();
+    }
     if (sent < heard) {
       body.dataset.rereads = String(parseInt(body.dataset.rereads || "0", 10) + 1);
       announce({ resync: true, missed: heard - sent });
     }
   });
+
+  function rereadFailed(event, why) {
+    const id = liveRequests.get(event.detail.xhr);
+    if (id === undefined) return;  // a form's own request: htmx and the form show its error
+    failing.set(id, why);
+    body.dataset.liveDegraded = "1";
+    if (retryTimer === null && retries < RETRY_MS.length) {
+      retryTimer = setTimeout(function () {
+        retryTimer = null;
+        body.dataset.rereadRetries = String(parseInt(body.dataset.rereadRetries || "0", 10) + 1);
+        announce({ resync: true, retry: retries });
+      }, RETRY_MS[retries]);
+      retries += 1;
+    } else if (retryTimer === null) {
+      gaveUp = true;
+    }
+    show();
+  }
+  body.addEventListener("htmx:responseError", function (event) {
+    rereadFailed(event, "HTTP " + event.detail.xhr.status);
+  });
+  body.addEventListener("htmx:sendError", function (event) { rereadFailed(event, "no answer"); });
+
+  function joined(seq) {
+    // The socket's first message: the newest event of its group. Anything published after the page was
+    // rendered (or while a reconnecting page had no socket) and before the socket joined was pushed to no
+    // one, so every live section re-reads. A reconnect always re-reads, and says so.
+    const missed = seq > lastSeq;
+    lastSeq = Math.max(lastSeq, seq);
+    body.dataset.lastSeq = String(lastSeq);
+    if (opened > 1) {
+      body.dataset.reconnects = String(opened - 1);
+      reconnectedAt = new Date().toLocaleTimeString();
+      show();
+    }
+    if (missed || opened > 1) {
+      body.dataset.joinResyncs = String(parseInt(body.dataset.joinResyncs || "0", 10) + 1);
+      news({ resync: true, joined: true });
+    }
+  }
 
   function connect() {
     const scheme = location.protocol === "https:" ? "wss://" : "ws://";
@@ -48,28 +134,22 @@
     socket.onopen = function () {
       delay = 500;
       opened += 1;
+      connected = true;
       body.dataset.wsOpen = "1";
-      if (status()) { status().textContent = "●"; status().classList.add("on"); status().title = "live updates"; }
-      if (opened > 1) {
-        // A reconnect: say so, and re-read every live section (messages may have been missed meanwhile).
-        body.dataset.reconnects = String(opened - 1);
-        if (status()) status().title = "live updates: reconnected at " + new Date().toLocaleTimeString();
-        news({ resync: true });
-      }
+      show();
     };
     socket.onmessage = function (message) {
       const data = JSON.parse(message.data);
+      if (data.joined) { joined(data.seq); return; }
       const gap = data.seq > lastSeq + 1 && lastSeq > 0;
       lastSeq = Math.max(lastSeq, data.seq);
       body.dataset.lastSeq = String(lastSeq);
       news(Object.assign({ resync: gap }, data));
     };
     socket.onclose = function () {
-      if (status()) {
-        status().textContent = "○"; status().classList.remove("on");
-        status().title = "live updates: disconnected, reconnecting";
-      }
+      connected = false;
       delete body.dataset.wsOpen;
+      show();
       setTimeout(connect, delay);
       delay = Math.min(delay * 2, 10000);
     };
