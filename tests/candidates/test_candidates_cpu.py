@@ -51,8 +51,10 @@ def _topk_cases():
     return cases
 
 
-TOPK = [("dsa_topk/seed.py", {"BLOCK": 512}),
-        ("dsa_topk/best.py", {"BLOCK": 256, "TARGET_CTAS": 8, "SMALL": 512, "NS": 32, "G": 8, "RBLOCK": 256})]
+# dsa_topk/best.py meets these cases, with the same small-sample parameters, in test_topk_paths_cpu.py (its
+# `key` path and every other path, with the tie cases run twice to show a racy tie-break): a run here repeated
+# that interpreter work.
+TOPK = [("dsa_topk/seed.py", {"BLOCK": 512})]
 
 
 @pytest.mark.parametrize("rel,params", TOPK, ids=[t[0] for t in TOPK])
