@@ -15,7 +15,11 @@ from __future__ import annotations
 
 import ast
 import builtins
+import functools
+import importlib
+import string
 import symtable
+import types
 
 MAX_SOURCE_BYTES = 64 * 1024
 
@@ -109,9 +113,35 @@ STRING_ACCESS = {"attrgetter", "methodcaller"}
 OS_CODES = {"environ": "guard:env", "environb": "guard:env", "getenv": "guard:env", "putenv": "guard:env",
             "unsetenv": "guard:env", "system": "guard:subprocess", "popen": "guard:subprocess",
             "fork": "guard:subprocess", "kill": "guard:subprocess", "_exit": "guard:subprocess"}
+# What a kernel file takes from the standard library modules it may import; math and itertools are pure
+# functions of their arguments and are allowed whole. typing.get_type_hints, typing.ForwardRef and
+# functools.singledispatch evaluate annotation strings: an eval the syntax tree does not show.
+STDLIB_ALLOWED = {
+    "typing": frozenset({"Any", "Optional", "Union", "Tuple", "List", "Dict", "Set", "FrozenSet", "Sequence",
+                         "Mapping", "Iterable", "Iterator", "Callable", "Literal", "Final", "ClassVar",
+                         "TYPE_CHECKING", "TypeVar", "cast", "overload", "NamedTuple"}),
+    "functools": frozenset({"partial", "reduce", "lru_cache", "cache", "wraps", "cached_property", "cmp_to_key",
+                            "total_ordering"}),
+    "dataclasses": frozenset({"dataclass", "field", "fields", "replace", "asdict", "astuple", "is_dataclass",
+                              "InitVar", "KW_ONLY", "MISSING"}),
+}
+STRING_EVALUATORS = {"get_type_hints", "ForwardRef", "_eval_type", "evaluate_forward_ref", "singledispatch",
+                     "singledispatchmethod", "make_dataclass"}
+# Reading a whole tensor on the host: the work is the kernel's, and neither is an aten op the op recorder
+# would see (a scalar read, .item() or float(t), is one: verify_child refuses it at run time).
+HOST_READS = {"tolist", "numpy"}
+# Roots whose attribute chains the guard follows through the real modules (torch, triton, CuTe DSL and the
+# standard modules above): a name those packages imported for themselves (triton...compiler.Path,
+# triton.runtime.interpreter.np) is the forbidden module by another road.
+RESOLVED_ROOTS = ("torch", "triton", "cutlass", "math", "functools", "itertools", "typing", "dataclasses")
 LAZY_NAMES = {"as_subclass", "_make_subclass", "_make_wrapper_subclass", "__torch_function__",
               "__torch_dispatch__"}
 DSL_ROOTS = ("triton", "cutlass", "math")
+# The one dunder method a candidate may define: every other one (__iter__, __len__, __del__, __eq__,
+# __init_subclass__, __getattr__...) is code Python runs when the harness touches the object, outside the
+# call the harness watches.
+ALLOWED_DUNDER_DEFS = {"__init__"}
+PLAIN_TYPES = (int, float, complex, str, bytes, bool, type(None), tuple, list, dict, set, frozenset)
 
 
 def _finding(code: str, message: str, node: ast.AST | None = None) -> dict:
@@ -132,6 +162,62 @@ def _module_code(module: str) -> str | None:
         return "guard:native_code"
     root = module.split(".")[0]
     return MODULE_CODES.get(module, MODULE_CODES.get(root, "guard:forbidden_import"))
+
+
+def _defining_module_code(module: str) -> str | None:
+    """The finding for an object defined in `module` (its __module__), or None when that module is allowed.
+    A C accelerator (_functools) counts as the module it serves."""
+    code = _module_code(module)
+    if code and module.startswith("_") and module not in MODULE_CODES and _module_code(module[1:]) is None:
+        return None
+    return code
+
+
+@functools.lru_cache(maxsize=4096)
+def _reached(full: str) -> tuple[tuple[str, str, str | None], ...]:
+    """Follow `full` (a dotted path from an imported module) through the real objects, importing only
+    torch, triton, CuTe DSL and the allowed standard modules, never the candidate. One (prefix, kind, where)
+    per step: ("module", the module's own name) or ("object", the module that defines the class, function or
+    the object's type); plain numbers, strings and containers add nothing. A step this host cannot resolve
+    (a package that is not installed) ends the walk; the static rules still apply to the whole path."""
+    parts = full.split(".")
+    if parts[0] not in RESOLVED_ROOTS:
+        return ()
+    try:
+        value = importlib.import_module(parts[0])
+    except Exception:
+        return ()
+    out = []
+    for i, part in enumerate(parts[1:], start=1):
+        prefix = ".".join(parts[:i + 1])
+        try:
+            nxt = getattr(value, part)
+        except Exception:
+            nxt = None
+        if nxt is None and isinstance(value, types.ModuleType):
+            try:
+                nxt = importlib.import_module(f"{value.__name__}.{part}")
+            except Exception:
+                return tuple(out)
+        if nxt is None:
+            return tuple(out)
+        value = nxt
+        if isinstance(value, types.ModuleType):
+            out.append((prefix, "module", value.__name__))
+        elif isinstance(value, (type, types.FunctionType, types.BuiltinFunctionType, types.MethodType)):
+            out.append((prefix, "object", getattr(value, "__module__", None) or ""))
+        elif not isinstance(value, PLAIN_TYPES):
+            out.append((prefix, "object", type(value).__module__ or ""))
+    return tuple(out)
+
+
+def _format_fields(text: str) -> list[str]:
+    """Field names of `text` read as a str.format template that reach an attribute or an item by name."""
+    try:
+        parsed = list(string.Formatter().parse(text))
+    except (ValueError, IndexError):
+        return []
+    return [f for _, f, _, _ in parsed if f and ("." in f or "[" in f)]
 
 
 class _Visitor(ast.NodeVisitor):
@@ -195,8 +281,14 @@ class _Visitor(ast.NodeVisitor):
             return ".".join(reversed(parts))
         return None
 
-    def _check_dotted(self, full: str, node):
+    def _check_dotted(self, full: str, node, resolve: bool = True):
         parts = full.split(".")
+        if resolve:
+            self._check_reached(full, node)
+        if parts[0] in STDLIB_ALLOWED and len(parts) > 1 and parts[1] not in STDLIB_ALLOWED[parts[0]]:
+            code = "guard:exec" if parts[1] in STRING_EVALUATORS else "guard:forbidden_import"
+            self.add(code, f"{parts[0]}.{parts[1]} is not on the list of what a candidate may take from "
+                     f"{parts[0]}", node)
         if parts[0] == "torch":
             for prefix, code in TORCH_SUBMODULE_CODES.items():
                 if full == prefix or full.startswith(prefix + "."):
@@ -222,6 +314,33 @@ class _Visitor(ast.NodeVisitor):
             self.add("guard:native_code", f"{full}: only CUstream may be taken from the CUDA driver bindings",
                      node)
 
+    def _check_reached(self, full: str, node):
+        """A path through an allowed module must stay in the allowed modules (what the guard checks for a
+        module's own name, it checks again where the path passes through a module re-exported elsewhere)."""
+        steps = _reached(full)
+        for prefix, kind, where in steps:
+            code = _defining_module_code(where) if where else None
+            if kind == "module":
+                if code:
+                    self.add(code, f"{prefix} is the module {where}, reached through another module", node)
+                    return
+                rest = full[len(prefix):]
+                if where != prefix:
+                    self._check_dotted(where + rest, node, resolve=False)
+            elif code:
+                self.add(code, f"{prefix} is defined in {where}, outside the allowed modules", node)
+                return
+
+    def visit_Expr(self, node):
+        if not isinstance(node.value, ast.Constant):  # a bare string (a docstring) is never formatted
+            self.generic_visit(node)
+
+    def visit_Constant(self, node):
+        if isinstance(node.value, str):
+            for field in _format_fields(node.value):
+                self.add("guard:introspection", f"the format field {{{field[:60]}}} reaches attributes or items "
+                         "by a name in a string", node)
+
     def visit_Attribute(self, node):
         if node.attr.startswith("__") and node.attr.endswith("__"):
             self.add("guard:introspection", f"dunder attribute .{node.attr}", node)
@@ -233,6 +352,9 @@ class _Visitor(ast.NodeVisitor):
             self.add("guard:introspection", f".{node.attr}: access by a name in a string", node)
         if node.attr in LAZY_NAMES:
             self.add("guard:lazy_output", f".{node.attr}: outputs must be plain tensors", node)
+        if node.attr in HOST_READS:
+            self.add("guard:torch_fallback", f".{node.attr}: reads tensor values on the host; the work is the "
+                     "kernel's", node)
         if node.attr in STREAM_ATTRIBUTES:
             self.add("guard:stream", f".{node.attr}: streams, events, graphs and handles belong to the harness",
                      node)
@@ -286,7 +408,13 @@ class _Visitor(ast.NodeVisitor):
                 out.append(full)
         return out
 
+    def _dunder_def(self, name: str, node):
+        if name.startswith("__") and name.endswith("__") and name not in ALLOWED_DUNDER_DEFS:
+            self.add("guard:introspection", f"{name}: a method Python calls on its own when the object is "
+                     "touched, outside the call the harness watches", node)
+
     def visit_FunctionDef(self, node):
+        self._dunder_def(node.name, node)
         if node.name in LAZY_NAMES:
             self.add("guard:lazy_output", f"def {node.name}", node)
         decos = self._decorators(node)
@@ -300,6 +428,10 @@ class _Visitor(ast.NodeVisitor):
     visit_AsyncFunctionDef = visit_FunctionDef
 
     def visit_ClassDef(self, node):
+        self._dunder_def(node.name, node)
+        for kw in node.keywords:
+            self.add("guard:introspection", f"class {node.name}({kw.arg}=...): metaclasses and class keywords "
+                     "run code of their own", node)
         for base in node.bases:
             full = self._dotted(base) if isinstance(base, (ast.Attribute, ast.Name)) else None
             if full and full.startswith("torch.") and full.split(".")[-1] == "Tensor":

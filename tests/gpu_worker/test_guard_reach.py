@@ -1,0 +1,88 @@
+"""The guard's allowlists hold where a path leaves the syntax tree: names other packages re-export, standard
+modules that evaluate strings, methods Python calls on its own, host reads of tensor values and format
+fields (docs/isolation.md, Layer 1)."""
+
+import textwrap
+
+from gpu_worker.pipeline.guard import check_candidate
+from gpu_worker.targets import get_target
+
+TOPK = get_target("dsa_topk")
+
+BASE = textwrap.dedent('''\
+    import torch
+    import triton
+    import triton.language as tl
+
+
+    @triton.jit
+    def _k(out_ptr, K, BLOCK: tl.constexpr):
+        offs = tl.arange(0, BLOCK)
+        tl.store(out_ptr + offs, offs, mask=offs < K)
+
+
+    def forward(logits, lengths, k):
+        out = torch.empty((logits.shape[0], k), dtype=torch.int32, device=logits.device)
+        _k[(1,)](out, k, BLOCK=1024)
+        return out
+    ''')
+FIRST = BASE.count("\n") + 1  # the line an appended snippet starts on
+
+
+def _found(snippet: str) -> set[tuple[str, int]]:
+    findings, _ = check_candidate(BASE + snippet + "\n", TOPK)
+    return {(f["code"], f["line"]) for f in findings}
+
+
+def _codes(snippet: str) -> set[str]:
+    return {code for code, _ in _found(snippet)}
+
+
+def test_the_base_candidate_is_clean():
+    assert _found("") == set()
+
+
+def test_a_module_or_class_another_package_imported_is_the_forbidden_import():
+    # numpy through Triton's interpreter, pathlib through Triton's NVIDIA backend, tempfile likewise
+    assert ("guard:torch_fallback", FIRST) in _found("np = triton.runtime.interpreter.np")
+    assert ("guard:file", FIRST) in _found("p = triton.backends.nvidia.compiler.Path")
+    assert ("guard:file", FIRST) in _found("from triton.backends.nvidia.compiler import Path")
+    assert "guard:file" in _codes("t = triton.backends.nvidia.compiler.tempfile")
+
+
+def test_a_path_that_passes_through_torch_again_is_judged_as_torch():
+    # torch.nn.functional.torch is torch itself: torch.cat is not on the allowlist by either spelling
+    assert "guard:torch_fallback" in _codes("c = torch.nn.functional.torch.cat")
+    assert _codes("c = torch.nn.functional.torch.empty") == set()
+
+
+def test_standard_modules_give_only_what_a_kernel_file_needs():
+    assert ("guard:exec", FIRST + 1) in _found("import typing\nh = typing.get_type_hints")
+    assert "guard:exec" in _codes("from functools import singledispatch")
+    assert "guard:exec" in _codes("import typing\nr = typing.ForwardRef('x')")
+    assert "guard:forbidden_import" in _codes("import dataclasses\nt = dataclasses.types")
+    clean = "import functools\nimport typing\nimport math\nimport itertools\nfrom dataclasses import dataclass\n" \
+            "P = functools.partial(max, 1)\nO = typing.Optional[int]\nR = math.sqrt(2.0)\nC = itertools.chain"
+    assert _codes(clean) == set()
+
+
+def test_methods_python_calls_on_its_own_are_refused_but_init_is_not():
+    for method in ("__iter__", "__len__", "__del__", "__eq__", "__init_subclass__", "__index__"):
+        src = f"class Out(tuple):\n    def {method}(self, *a):\n        return 0"
+        assert ("guard:introspection", FIRST + 1) in _found(src), method
+    assert ("guard:introspection", FIRST) in _found("def __getattr__(name):\n    return 0")
+    assert "guard:introspection" in _codes("class M(type):\n    pass\nclass C(metaclass=M):\n    pass")
+    assert _codes("class Plan:\n    def __init__(self, n):\n        self.n = n") == set()
+
+
+def test_reading_tensor_values_on_the_host_is_a_fallback():
+    for read in ("logits.tolist()", "logits.numpy()"):
+        assert ("guard:torch_fallback", FIRST) in _found(f"v = {read}"), read
+        assert ("guard:torch_fallback", FIRST) in _found(f"f = {read.split('(')[0]}"), read
+
+
+def test_a_format_field_that_reaches_attributes_is_refused_outside_docstrings():
+    assert ("guard:introspection", FIRST) in _found("s = '{0.__class__}'.format(1)")
+    assert ("guard:introspection", FIRST) in _found("s = '{0[torch]}'.format_map")
+    assert _codes("s = '{} rows, {:>8}'.format(1, 2)") == set()
+    assert _codes("def g():\n    '''Formats {x.y} in prose only.'''\n    return 1") == set()
