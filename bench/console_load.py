@@ -439,6 +439,8 @@ async def drive(stack: Stack, world: dict, *, rate: float, duration_s: float, cl
                 continue
             now = time.time()
             msg = json.loads(text)
+            if "joined" in msg:  # the socket's first message: the group's newest seq (console/consumers.py)
+                continue
             created = dt.datetime.fromisoformat(msg["created"]).timestamp()
             received[i][msg["seq"]] = (now - created) * 1000
 
@@ -672,12 +674,24 @@ def main(argv=None) -> dict:
     clients = args.clients or (20 if args.short else 200)
     command = "python bench/console_load.py" + (" " + " ".join(argv if argv is not None else sys.argv[1:]))
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a timeout still stops the console and the worker
-    forms = [dict(web_workers=w, fault=None, duration=duration) for w in (workers if not faults else [])]
-    forms += [dict(web_workers=workers[0], fault=f, duration=args.fault_duration or duration) for f in faults]
-    results = []
-    for form in forms:
-        results.append(measure(args, rate=rate, clients=clients, mode=mode, command=command, **form))
-        print(json.dumps({k: results[-1][k] for k in ("server", "fault", "http", "websocket")}, indent=2), flush=True)
+    forms = [(w, None, duration) for w in (workers if not faults else [])]
+    forms += [(workers[0], f, args.fault_duration or duration) for f in faults]
+    if len(forms) == 1:
+        w, fault, seconds = forms[0]
+        results = [measure(args, web_workers=w, fault=fault, rate=rate, duration=seconds, clients=clients, mode=mode,
+                           command=command)]
+        print(json.dumps(results[0], indent=2), flush=True)
+    else:  # each form in a fresh process: Django is set up once per process, on one scratch database
+        results = []
+        for w, fault, seconds in forms:
+            one = Path(tempfile.mkdtemp(prefix="ark-console-load-form-")) / "form.json"
+            cmd = [sys.executable, __file__, "--rate", str(rate), "--duration", str(seconds), "--clients", str(clients),
+                   "--runs", str(args.runs), "--database", args.database, "--web-workers", str(w), "--out", str(one)]
+            cmd += (["--fault", fault] if fault else []) + (["--own-redis"] if args.own_redis else [])
+            subprocess.run(cmd, check=True)
+            results.append({**json.loads(one.read_text()), "command": command, "mode": mode})
+            print(json.dumps({k: results[-1][k] for k in ("server", "fault", "http", "websocket")}, indent=2),
+                  flush=True)
     result = results[0] if len(results) == 1 else {"command": command, "forms": results}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
