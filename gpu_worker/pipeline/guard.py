@@ -331,6 +331,15 @@ class _Visitor(ast.NodeVisitor):
                 self.add(code, f"{prefix} is defined in {where}, outside the allowed modules", node)
                 return
 
+    def visit_MatchClass(self, node):
+        # `case object(os=m)` reads obj.os by a name that is no attribute node; positional sub-patterns read
+        # the attributes a class's __match_args__ names. Only a bare type test (`case int():`) stays.
+        if node.kwd_attrs or node.patterns:
+            names = ", ".join(node.kwd_attrs) or "positional"
+            self.add("guard:introspection", f"a class pattern reads attributes ({names[:60]}) outside the "
+                     "attribute syntax", node)
+        self.generic_visit(node)
+
     def visit_Expr(self, node):
         if not isinstance(node.value, ast.Constant):  # a bare string (a docstring) is never formatted
             self.generic_visit(node)

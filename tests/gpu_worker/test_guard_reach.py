@@ -86,3 +86,11 @@ def test_a_format_field_that_reaches_attributes_is_refused_outside_docstrings():
     assert ("guard:introspection", FIRST) in _found("s = '{0[torch]}'.format_map")
     assert _codes("s = '{} rows, {:>8}'.format(1, 2)") == set()
     assert _codes("def g():\n    '''Formats {x.y} in prose only.'''\n    return 1") == set()
+
+
+def test_a_class_pattern_that_reads_attributes_is_refused():
+    src = "def g(m):\n    match m:\n        case object(os=o):\n            return o\n    return None"
+    assert ("guard:introspection", FIRST + 2) in _found(src)
+    assert "guard:introspection" in _codes("def g(m):\n    match m:\n        case complex(r, i):\n            return r")
+    assert _codes("def g(m):\n    match m:\n        case int():\n            return 1\n        case _:\n"
+                  "            return 0") == set()
