@@ -20,7 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from loop.policy import FASTER, RunPolicy, compare, judge
+from loop.policy import FASTER, RunPolicy, judge
 
 
 def _shapes_of_report(path: Path) -> list[dict]:
@@ -54,7 +54,7 @@ def main(argv: list[str]) -> int:
             copies += [{"source": r["name"], "aa_ratio": s.get("aa_ratio"), "aa_ci95": s["aa_ci95"]}
                        for s in r.get("bench_shapes") or [] if s.get("aa_ci95")]
     for c in copies:
-        c["call"] = compare(tuple(c["aa_ci95"]), policy.threshold)
+        c["call"] = judge(tuple(c["aa_ci95"]), delta=policy.threshold)
         c["excludes_1"] = c["aa_ci95"][1] < 1.0 or c["aa_ci95"][0] > 1.0
     summary = {
         "policy": {"threshold": policy.threshold, "noise_multiplier": policy.noise_multiplier},
