@@ -177,8 +177,9 @@ def _defining_module_code(module: str) -> str | None:
 def _reached(full: str) -> tuple[tuple[str, str, str | None], ...]:
     """Follow `full` (a dotted path from an imported module) through the real objects, importing only
     torch, triton, CuTe DSL and the allowed standard modules, never the candidate. One (prefix, kind, where)
-    per step: ("module", the module's own name) or ("object", the module that defines the class, function or
-    the object's type); plain numbers, strings and containers add nothing. A step this host cannot resolve
+    per step: ("module", the module's own name), ("builtin", its name) for a function of the builtins, or
+    ("object", the module that defines the class, function or the object's type); plain numbers, strings,
+    containers and descriptors of a class add nothing. A step this host cannot resolve
     (a package that is not installed) ends the walk; the static rules still apply to the whole path."""
     parts = full.split(".")
     if parts[0] not in RESOLVED_ROOTS:
@@ -205,8 +206,12 @@ def _reached(full: str) -> tuple[tuple[str, str, str | None], ...]:
         if isinstance(value, types.ModuleType):
             out.append((prefix, "module", value.__name__))
         elif isinstance(value, (type, types.FunctionType, types.BuiltinFunctionType, types.MethodType)):
-            out.append((prefix, "object", getattr(value, "__module__", None) or ""))
-        elif not isinstance(value, PLAIN_TYPES):
+            where = getattr(value, "__module__", None) or ""
+            # a builtin re-exported (some_module.getattr) is judged by its name, as the builtin itself is
+            out.append((prefix, "builtin", getattr(value, "__name__", "")) if where == "builtins" else
+                       (prefix, "object", where))
+        elif not isinstance(value, PLAIN_TYPES) and type(value).__module__ != "builtins":
+            # (a method descriptor such as torch.Tensor.view belongs to the class already judged)
             out.append((prefix, "object", type(value).__module__ or ""))
     return tuple(out)
 
@@ -327,6 +332,11 @@ class _Visitor(ast.NodeVisitor):
                 rest = full[len(prefix):]
                 if where != prefix:
                     self._check_dotted(where + rest, node, resolve=False)
+            elif kind == "builtin":
+                if where not in ALLOWED_BUILTINS:
+                    self.add(BUILTIN_CODES.get(where, "guard:introspection"), f"{prefix} is the builtin "
+                             f"{where}, which is not on the list of what a candidate may use", node)
+                    return
             elif code:
                 self.add(code, f"{prefix} is defined in {where}, outside the allowed modules", node)
                 return

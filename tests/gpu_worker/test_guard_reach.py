@@ -54,6 +54,7 @@ def test_a_path_that_passes_through_torch_again_is_judged_as_torch():
     # torch.nn.functional.torch is torch itself: torch.cat is not on the allowlist by either spelling
     assert "guard:torch_fallback" in _codes("c = torch.nn.functional.torch.cat")
     assert _codes("c = torch.nn.functional.torch.empty") == set()
+    assert _codes("v = torch.Tensor.view\nd = torch.float32\ne = math.inf".replace("e = ", "import math\ne = ")) == set()
 
 
 def test_standard_modules_give_only_what_a_kernel_file_needs():
