@@ -22,7 +22,8 @@
   const heardWhenSent = new WeakMap();
 
   // A live section's re-read that fails (an error status, no answer) is tried again after 1, 2, 4, 8 and
-  // 16 s, then left to the next message; meanwhile the live dot shows the page as degraded.
+  // 16 s, then left to the next message (which starts a new round); meanwhile the live dot shows the page
+  // as degraded.
   const RETRY_MS = [1000, 2000, 4000, 8000, 16000];
   const failing = new Map();  // live section id -> what its last re-read answered
   let retries = 0;
@@ -60,6 +61,7 @@
 
   function news(detail) {
     heard += 1;
+    if (gaveUp) { retries = 0; gaveUp = false; }  // its re-read starts a new round of retries
     announce(detail);
   }
 
