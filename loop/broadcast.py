@@ -10,6 +10,8 @@ import logging
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 
+from loop.models import Event
+
 log = logging.getLogger(__name__)
 ALL_EVENTS_GROUP = "events"
 
@@ -20,8 +22,6 @@ def run_group(run_id) -> str:
 
 def newest_seq(run_id=None) -> int:
     """The sequence number of the newest event sent to a run's group (or to every page, without a run)."""
-    from loop.models import Event
-
     events = Event.objects.all() if run_id is None else Event.objects.filter(run_id=run_id)
     return events.order_by("-id").values_list("id", flat=True).first() or 0
 

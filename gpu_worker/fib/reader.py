@@ -96,9 +96,9 @@ def _reference_passes(doc: dict) -> None:
     """With ark's generators or a built-in check, the Definition's own reference must pass that check on
     ark's inputs at the smallest verification shape: a declaration that does not fit the Definition (a
     check of another contract, lengths the reference cannot read) is refused on import, not on every run."""
-    from .target import target_from_document  # local: torch and the built-in targets load only here
+    from ..targets import get_target  # local: torch and the built-in targets load only here
 
-    target = target_from_document(doc)
+    target = get_target(doc["definition"]["name"], doc)
     shapes = sorted(target.verification_shapes("smoke"), key=target.bytes_min)
     if not shapes:
         raise DocumentError("no valid shape in the operating range to try the reference on")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Mapping
 from functools import lru_cache
 
 import torch
@@ -22,7 +23,7 @@ from flashinfer_bench.bench.utils import compute_error_stats, gen_inputs
 
 from ..target_catalog import DENSE_FORBIDDEN, NORM_FORBIDDEN, TOPK_FORBIDDEN
 from ..targets.base import Shape, TargetSpec
-from .document import DEFAULT_TOLERANCE, check_document, check_of, const_axes, document_hash, shape_problems
+from .document import DEFAULT_TOLERANCE, DocumentError, check_document, check_of, const_axes, document_hash, shape_problems
 from .draw import draw_declared
 
 # Elements of the largest input a CPU host verifies: Triton's interpreter takes seconds per million.
@@ -40,18 +41,21 @@ def _reference_run(source: str):
     return namespace["run"]
 
 
-def _builtin(name: str | None):
+def _builtin(name: str | None, builtins: Mapping[str, TargetSpec] | None):
+    """The built-in target whose check the document declares. The registry is passed in (gpu_worker.targets
+    passes its own): it imports this module for documents, so this module does not import it."""
     if name is None:
         return None
-    from ..targets import get_target  # local: the built-in targets load only for a document that names one
-
-    return get_target(name)
+    if builtins is None or name not in builtins:
+        raise DocumentError(f"the document's check names the built-in target {name!r}, which is not given here: "
+                            "load imported targets through gpu_worker.targets.get_target")
+    return builtins[name]
 
 
 class _Imported:
     """The callables of one imported target; TargetSpec holds its bound methods."""
 
-    def __init__(self, doc: dict):
+    def __init__(self, doc: dict, builtins: Mapping[str, TargetSpec] | None):
         self.doc = check_document(doc)
         self.defn = definition_of(doc)
         self.ranges = {a: tuple(v) for a, v in doc["ranges"].items()}
@@ -61,7 +65,7 @@ class _Imported:
         self.cells = [dict(c["axes"]) for c in doc.get("cells") or []]
         self.generators = doc.get("inputs") or {}
         # a built-in target's exact reference and stronger check (top-k: sets, ties within a band)
-        self.builtin = _builtin(check_of(doc))
+        self.builtin = _builtin(check_of(doc), builtins)
 
     # -------------------------------------------------------------- shapes
 
@@ -168,9 +172,10 @@ class _Imported:
         return total
 
 
-def target_from_document(doc: dict) -> TargetSpec:
-    """The TargetSpec of an imported definition; the same document gives the same target on every host."""
-    t = _Imported(doc)
+def target_from_document(doc: dict, builtins: Mapping[str, TargetSpec] | None = None) -> TargetSpec:
+    """The TargetSpec of an imported definition; the same document gives the same target on every host.
+    `builtins`: the built-in targets by name, for a document whose check names one."""
+    t = _Imported(doc, builtins)
     d = t.defn
     return TargetSpec(
         name=d.name, version=1,

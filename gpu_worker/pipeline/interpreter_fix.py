@@ -74,8 +74,8 @@ def install_speedups() -> bool:
     """Patch the interpreter's repeated work away (see the module docstring); False when it is not the
     pinned Triton release or the patches are in place already."""
     import triton  # local: Triton is optional here
-    import triton.language as tl
-    from triton.runtime import interpreter
+    import triton.language as tl  # local: as above
+    from triton.runtime import interpreter  # local: as above
 
     if _undo:
         return False

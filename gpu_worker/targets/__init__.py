@@ -14,7 +14,7 @@ def get_target(name: str, document: dict | None = None) -> TargetSpec:
     if document is not None:
         from ..fib.target import target_from_document  # needs the `fib` extra; only imported targets do
 
-        target = target_from_document(document)
+        target = target_from_document(document, builtins=TARGETS)
         if target.name != name:
             raise KeyError(f"the spec names target {name!r} but its document defines {target.name!r}")
         return target

@@ -15,6 +15,7 @@ pytest.importorskip("flashinfer_bench", reason="the fib extra (flashinfer-bench)
 from gpu_worker.fib.document import DocumentError
 from gpu_worker.fib.reader import build_document
 from gpu_worker.fib.target import target_from_document
+from gpu_worker.targets import TARGETS
 from gpu_worker.targets import dsa_indexer_topk_fp8 as builtin
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,7 +42,7 @@ def document(**changes):
 
 
 def test_the_generators_draw_valid_paged_inputs():
-    t = target_from_document(document())
+    t = target_from_document(document(), builtins=TARGETS)
     shapes = t.verify_shapes("smoke", 11)
     assert len(shapes) >= 4 and {s["batch_size"] for s in shapes} >= {2, 3}
     for i, shape in enumerate(shapes):
@@ -69,7 +70,7 @@ def test_the_generators_draw_valid_paged_inputs():
 
 def test_flashinfer_bench_alone_draws_no_valid_page_table():
     """Why the generators exist: without them the same Definition gets FlashInfer-Bench's random integers."""
-    t = target_from_document(build_document(TEXT, ranges=RANGES))
+    t = target_from_document(build_document(TEXT, ranges=RANGES), builtins=TARGETS)
     _, cache, _, lengths, table = t.make_inputs({"batch_size": 3, "num_pages": 40, "max_num_pages": 34}, 1, "cpu")
     assert bool((lengths < 0).any()) or bool((table < 0).any()) or bool((table >= 40).any())
 
@@ -77,7 +78,7 @@ def test_flashinfer_bench_alone_draws_no_valid_page_table():
 def test_the_default_and_the_builtin_agree_with_the_imported_target_on_the_same_inputs():
     """Both ways: on the imported target's inputs the Definition's run (the imported default) and the built-in
     target's torch default pass the check; on the built-in target's inputs the same."""
-    imported = target_from_document(document())
+    imported = target_from_document(document(), builtins=TARGETS)
     for i, shape in enumerate(imported.verify_shapes("smoke", 3)):
         inputs = imported.make_inputs(shape, 40 + i, "cpu")
         ref = imported.reference(inputs)
@@ -109,7 +110,7 @@ def test_declarations_that_cannot_work_are_refused():
         build_document(TEXT, ranges=["batch_size=1:2", "num_pages=1:8", "max_num_pages=20:40"], **SIDECAR)
     # a shape whose table is wider than the cache has pages is skipped when drawing, not drawn wrong
     t = target_from_document(build_document(TEXT, ranges=["batch_size=2:2", "num_pages=30:60", "max_num_pages=34:40"],
-                                            **SIDECAR))
+                                            **SIDECAR), builtins=TARGETS)
     shapes = t.verify_shapes("smoke", 1) + t.benchmark_shapes("full")
     assert shapes and all(s["max_num_pages"] <= s["num_pages"] for s in shapes)
 
