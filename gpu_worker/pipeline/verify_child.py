@@ -18,12 +18,13 @@ from .protocol import candidate_text, derive_seed
 from .referee import file_name, runs_for
 
 # aten ops a candidate's forward may issue itself: allocation, layout and copies; the work is the kernel's.
+# Not _local_scalar_dense: a tensor value read on the host (float(t), int(t)) feeds work done in Python.
 ALLOWED_OPS = {
     "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "zeros", "zeros_like",
     "new_zeros", "full", "full_like", "new_full", "ones", "ones_like", "new_ones", "fill", "fill_", "zero_",
     "arange", "view", "_unsafe_view", "reshape", "_reshape_alias", "as_strided", "expand", "clone", "copy_",
     "_to_copy", "to", "detach", "alias", "lift_fresh", "t", "transpose", "permute", "unsqueeze", "squeeze",
-    "select", "slice", "narrow", "unbind", "split", "resolve_conj", "resolve_neg", "set_", "_local_scalar_dense",
+    "select", "slice", "narrow", "unbind", "split", "resolve_conj", "resolve_neg", "set_",
     "is_same_size", "contiguous", "flatten", "view_as", "expand_as", "unflatten", "_to_dlpack", "_has_compatible_shallow_copy_type",
 }
 ALLOWED_KERNEL_WORDS = ("FillFunctor", "fill", "Memset", "memset", "Memcpy", "memcpy", "copy_kernel",
@@ -138,11 +139,18 @@ class ShapeRun:
 
     def call(self, inputs, variant: int, **kw) -> tuple[dict, list]:
         """One call; every call is held to the same evidence (own kernel, no torch work, no thread, no
-        tamper), so a fallback on the n-th call or for new pointers is as visible as on the first."""
+        tamper, inputs unchanged), so a fallback or a write into the caller's tensors on the n-th call or for
+        new pointers is as visible as on the first. Changed inputs are restored for the runs that follow."""
+        tensors = [x for x in inputs if isinstance(x, torch.Tensor)]
+        snapshot = [x.clone() for x in tensors]
         result = self.cand.call(inputs, variant, **kw)
         outs = as_outputs(result["result"])
         self.add(structure_findings(outs, self.spec, self.cand.device, inputs))
         self.add(evidence_findings(result, self.cand))
+        if not all(_same_bits(a, b) for a, b in zip(tensors, snapshot)):
+            self.add([{"code": "verify:mutated_input", "message": "forward modified its inputs"}])
+            for x, s in zip(tensors, snapshot):
+                x.copy_(s)
         return result, outs
 
     def save(self, tag: str, outs) -> None:
@@ -206,8 +214,6 @@ def verify(cfg, out, target, cand, seed: int, perf) -> None:
         try:
             sr = ShapeRun(target, cand, shape, i, seed, outdir, findings)
             inputs = sr.inputs(0)
-            tensors = [x for x in inputs if isinstance(x, torch.Tensor)]
-            snapshot = [x.clone() for x in tensors]
             if device == "cpu" and cand.dsl == "cute":
                 try:
                     cand.call(inputs, 0)
@@ -227,10 +233,6 @@ def verify(cfg, out, target, cand, seed: int, perf) -> None:
 
             first, outs1 = sr.call(inputs, 0, profile=(device == "cuda"))
             msg.update(launches=sorted(set(first["launches"])), ops=first["ops"], kernels=first["kernels"])
-            if not all(_same_bits(a, b) for a, b in zip(tensors, snapshot)):
-                findings.append({"code": "verify:mutated_input", "message": "forward modified its inputs"})
-                for x, s in zip(tensors, snapshot):
-                    x.copy_(s)
             if sr.broken():
                 msg["status"] = "ran"
                 msg["seconds"] = perf() - t0
