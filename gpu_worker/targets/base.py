@@ -65,6 +65,9 @@ def generator(seed: int, device) -> torch.Generator:
 
 
 def as_outputs(output) -> list:
-    return list(output) if isinstance(output, (tuple, list)) else [output]
+    """A candidate's outputs as a list. Only a plain tuple or list is unpacked: a subclass's own __iter__ would
+    run candidate code after the op recorder stopped (docs/isolation.md), so it stays one (non-tensor) output
+    and the structure check refuses it."""
+    return list(output) if type(output) in (tuple, list) else [output]
 
 

@@ -163,3 +163,18 @@ def test_make_inputs_is_deterministic_and_nonzero(name, shape):
             assert torch.equal(x, y)
             if x.is_floating_point():
                 assert not torch.equal(x, z) and bool((x != 0).any())  # relu-family rows are mostly zeros by design
+
+
+def test_only_a_plain_tuple_or_list_is_unpacked_so_a_subclass_runs_no_code_after_the_recorder():
+    import torch
+
+    from gpu_worker.targets.base import as_outputs
+
+    class Sneaky(tuple):
+        def __iter__(self):
+            raise AssertionError("candidate code ran while the harness unpacked the outputs")
+
+    x = torch.zeros(2)
+    assert as_outputs((x, x))[1] is x and as_outputs([x]) == [x] and as_outputs(x) == [x]
+    sneaky = Sneaky((x,))
+    assert as_outputs(sneaky) == [sneaky]  # one output that is not a tensor: the structure check refuses it
