@@ -27,7 +27,7 @@ class Listener:
 
     def __init__(self, run_id: int, cookie: bytes):
         self.path, self.cookie = f"/ws/runs/{run_id}/", cookie
-        self.messages, self.connected, self.reconnects = [], threading.Event(), 0
+        self.messages, self.joins, self.connected, self.reconnects = [], [], threading.Event(), 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=lambda: asyncio.run(self._listen()), daemon=True)
         self._thread.start()
@@ -53,7 +53,9 @@ class Listener:
             except TimeoutError:
                 continue
             if out["type"] == "websocket.send":
-                self.messages.append(json.loads(out["text"]))
+                message = json.loads(out["text"])
+                # a socket's first message names the group's newest seq (console/consumers.py); events follow
+                (self.joins if "joined" in message else self.messages).append(message)
         try:
             await communicator.disconnect(timeout=5)
         except Exception:  # noqa: BLE001, S110 (a slow group_discard at teardown changes nothing checked here)
@@ -105,6 +107,8 @@ def test_loop_worker_killed_between_report_and_broadcast(private_layers, start_l
     last_seq = int(re.search(r'data-last-seq="(\d+)"', page.content.decode()).group(1))
     assert last_seq >= decided.pk
     again = Listener(run.pk, cookie)
+    wait_until(lambda: again.joins, timeout_s=10)
+    assert again.joins[0]["seq"] >= decided.pk  # the socket says so too: live.js re-reads on a newer join seq
 
     # A loop worker is back; a redelivered copy of the report (acks_late) is fenced off.
     loop2 = start_loop_worker(name="loop-worker-2", **private_layers)
