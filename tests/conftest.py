@@ -170,8 +170,11 @@ class Proc:
             self.popen.wait(timeout=30)
 
     def stop(self) -> None:
-        if self.popen.poll() is None:
+        try:  # the whole group, even when its leader is gone: a worker killed mid-test leaves its beat child
             os.killpg(self.popen.pid, 15)
+        except ProcessLookupError:
+            pass
+        if self.popen.poll() is None:
             try:
                 self.popen.wait(timeout=20)
             except subprocess.TimeoutExpired:
