@@ -156,7 +156,13 @@
       delay = Math.min(delay * 2, 10000);
     };
   }
-  connect();
+  // Connect once the page's live sections listen: htmx sets up hx-trigger on DOMContentLoaded, and a socket's
+  // first message (the join) may ask them to re-read before that on a fast socket.
+  let started = false;
+  function start() { if (!started) { started = true; connect(); } }
+  document.addEventListener("DOMContentLoaded", start);
+  window.addEventListener("load", start);
+  if (document.readyState === "complete") start();
 })();
 
 // Charts: each [data-chart] names a <script type="application/json"> holding a plotly figure.
