@@ -107,10 +107,11 @@ def _decide(report, policy: RunPolicy) -> Outcome:
     # its target's grid is kept for that region; the aggregate's loss reverts it only when it wins nowhere.
     regions = report_regions(report, policy)
     loss = None
-    if ratio >= 1.0:
-        loss = Outcome(REVERT, SLOWER, f"Slower than the incumbent: time ratio {ratio:.3f} "
-                                       f"(95% CI {ratio_lo:.3f}-{ratio_hi:.3f}).", numbers)
-    elif judge((ratio_lo, ratio_hi), delta=delta, what="the aggregate ratio_ci95") != FASTER:
+    call = judge((ratio_lo, ratio_hi), delta=delta, what="the aggregate ratio_ci95")
+    if call == SLOWER:  # policy.SLOWER_BEYOND_NOISE is the same code
+        loss = Outcome(REVERT, SLOWER, f"Slower than the incumbent beyond noise: time ratio {ratio:.3f} "
+                                       f"(95% CI {ratio_lo:.3f}-{ratio_hi:.3f}, delta {delta:.1%}).", numbers)
+    elif call != FASTER:
         loss = Outcome(REVERT, NOISE, f"Not faster beyond noise: time ratio {ratio:.3f}, the interval's upper bound "
                                       f"{ratio_hi:.3f} is not below {1 - delta:.3f} (delta {delta:.1%}).", numbers)
     elif (tails := tail_regressions(shapes, policy)) and not policy.allow_tail_regression:

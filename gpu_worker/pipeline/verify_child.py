@@ -168,8 +168,13 @@ class ShapeRun:
         skip it)."""
         side = torch.cuda.Stream()
         inputs = self.inputs(0)  # the first call's values, in new tensors: only the stream differs
+        # The inputs are written on the default stream and the outputs are saved from it: without these two
+        # waits the side stream reads inputs still being written (an honest kernel then reads garbage and is
+        # failed as mutating its inputs, seen on the H200) and the saved outputs may predate the call.
+        side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
             _, outs = self.call(inputs, 1)
+        torch.cuda.current_stream().wait_stream(side)
         if self.broken():
             return True
         self.save("stream", outs)

@@ -49,6 +49,16 @@ def test_it_reverts_a_slower_candidate():
     assert decide(slow, POLICY).reason_code == "slower"
 
 
+def test_a_candidate_equal_to_the_incumbent_is_noise_not_slower():
+    # An A/A pair on the H200 (bench/results/h200/2026-12-05): ratio a hair above 1 but inside the floor. It was
+    # called "slower" on the point estimate alone (124 of 335 A/A evaluations); the one rule says noise.
+    even = report(shapes=[shape_result(4, 32768, 1.004, ci=0.01), shape_result(64, 131072, 1.002, ci=0.01)])
+    outcome = decide(even, POLICY)
+    assert (outcome.verdict, outcome.reason_code) == ("revert", "noise")
+    beyond = report(shapes=[shape_result(4, 32768, 1.04, ci=0.01), shape_result(64, 131072, 1.04, ci=0.01)])
+    assert decide(beyond, POLICY).reason_code == "slower"
+
+
 def test_it_reverts_a_win_whose_interval_reaches_the_threshold_as_noise():
     # 3% faster but the interval's upper bound 0.99 is not below 1 - 2%
     close = report(shapes=[shape_result(4, 32768, 0.97, ci=0.02), shape_result(64, 131072, 0.97, ci=0.02)])
