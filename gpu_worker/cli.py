@@ -61,6 +61,28 @@ def _summary_lines(report: Report) -> list[str]:
     return lines
 
 
+def _document(args) -> dict | None:
+    """The imported target's document from a FlashInfer-Bench Definition and what `import_definition` takes
+    beside it (docs/interop.md), or None after printing what is wrong."""
+    from .fib.document import DocumentError  # local: the `fib` extra is needed only for an imported target
+    from .fib.reader import build_document
+
+    try:
+        declared = json.loads(Path(args.inputs).read_text()) if args.inputs else {}
+        if not isinstance(declared, dict):
+            raise DocumentError(f"{args.inputs}: expected a JSON object with 'inputs' and optionally 'check'")
+        doc = build_document(Path(args.definition).read_text(),
+                             Path(args.workloads).read_text() if args.workloads else "", args.ranges,
+                             None, declared.get("inputs") or None, args.check or declared.get("check"))
+    except (OSError, ValueError) as exc:  # DocumentError is a ValueError
+        print(f"error: cannot import {args.definition}: {exc}", file=sys.stderr)
+        return None
+    if doc["definition"]["name"] != args.target:
+        print(f"error: --target {args.target} but the definition is named {doc['definition']['name']}", file=sys.stderr)
+        return None
+    return doc
+
+
 def _cmd_evaluate(args) -> int:
     from .pipeline import evaluate  # local: torch and the targets load only for the commands that run kernels
 
@@ -70,6 +92,10 @@ def _cmd_evaluate(args) -> int:
             "source": source, "incumbent_source": incumbent, "profile": args.profile}
     if args.seed is not None:
         spec["seed"] = args.seed
+    if args.definition:
+        spec["target_document"] = _document(args)
+        if spec["target_document"] is None:
+            return 2
 
     def progress(stage, status, detail):
         print(f"[{stage}] {status} {json.dumps(detail) if detail else ''}".rstrip(), file=sys.stderr, flush=True)
@@ -112,6 +138,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="write the report JSON here (default: stdout)")
     p.add_argument("--seed", type=int, help="fixed secret seed (reproduce a report); default: random")
     p.add_argument("--candidate-id")
+    imported = p.add_argument_group("an imported target (a FlashInfer-Bench Definition; needs the `fib` extra)")
+    imported.add_argument("--definition", help="Definition JSON; --target is its name")
+    imported.add_argument("--workloads", help="JSONL of its workload traces (their span is the range by default)")
+    imported.add_argument("--range", dest="ranges", action="append", default=[], metavar="AXIS=LO:HI")
+    imported.add_argument("--inputs", help='JSON {"inputs": {...}, "check": "<built-in target>"}, e.g. the '
+                          "definition's .inputs.json")
+    imported.add_argument("--check", help="a built-in target whose check replaces the per-output tolerance")
     p.set_defaults(func=_cmd_evaluate)
     p = sub.add_parser("worker", help="consume gpu.<hardware> as a Celery worker (one per GPU)")
     p.add_argument("--hardware", help="hardware kind, e.g. h200 (default: ARK_HARDWARE, else detected, else cpu)")

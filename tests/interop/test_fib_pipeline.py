@@ -54,3 +54,26 @@ def test_a_torch_norm_shortcut_is_refused_by_the_guard_on_an_imported_target():
              "    return h, torch.nn.functional.rms_norm(h, (h.shape[-1],), weight, 1e-6)\n")
     report = evaluate(spec(cheat))
     assert report["stages"]["guard"]["status"] == "fail", report["stages"]["guard"]
+
+
+def test_the_cli_evaluates_an_imported_definition_without_python(tmp_path, capsys):
+    """`python -m gpu_worker evaluate --definition`: the GPU host's way to run ark's pipeline on a Definition
+    (bench/fib_eval_h200.sh); a wrong name or a missing range is a one-line error, not a traceback."""
+    from gpu_worker.cli import main
+
+    kernel = tmp_path / "kernel.py"
+    kernel.write_text(KERNEL)
+    definition = str(ROOT / "gpu_worker" / "fib" / "definitions" / "fused_add_rmsnorm_h4096.json")
+    out = tmp_path / "report.json"
+    rc = main(["evaluate", "--target", "fused_add_rmsnorm_h4096", "--candidate", str(kernel), "--definition",
+               definition, "--range", "batch_size=1:16", "--out", str(out)])
+    report = json.loads(out.read_text())
+    assert rc == 0 and report["verdict"]["status"] == "pass", report["verdict"]
+    assert report["stages"]["verify"]["status"] == "pass" and report["target"] == "fused_add_rmsnorm_h4096"
+    capsys.readouterr()
+    assert main(["evaluate", "--target", "add_rmsnorm", "--candidate", str(kernel), "--definition", definition,
+                 "--range", "batch_size=1:16"]) == 2
+    assert "the definition is named fused_add_rmsnorm_h4096" in capsys.readouterr().err
+    assert main(["evaluate", "--target", "fused_add_rmsnorm_h4096", "--candidate", str(kernel),
+                 "--definition", definition]) == 2
+    assert "no operating range for var axis batch_size" in capsys.readouterr().err
