@@ -166,28 +166,29 @@ def _pieces(values: tuple[int, ...]) -> list[tuple[int, int | None, tuple[int, .
     return out
 
 
+def join_adjacent(pieces) -> list[tuple]:
+    """(lo, hi, payload) pieces in order; a piece that starts where the one before ends, with an equal payload,
+    extends it (the regions' boxes and a deployment's routes are both made of such runs)."""
+    joined: list[list] = []
+    for lo, hi, payload in pieces:
+        if joined and joined[-1][1] == lo and joined[-1][2] == payload:
+            joined[-1][1] = hi
+        else:
+            joined.append([lo, hi, payload])
+    return [tuple(piece) for piece in joined]
+
+
 def _boxes(axes, rows, cols, cells) -> list[dict]:
     def owned(row_ends, col_ends):
         return all(cells.get((r, c)) is not None and cells[(r, c)].status == WIN for r in row_ends for c in col_ends)
 
-    runs_by_row = []  # per row piece: its merged column runs
+    runs_by_row = []  # per row piece: the column runs it owns
     for r_lo, r_hi, r_ends in _pieces(rows):
-        runs: list[list[int]] = []
-        for c_lo, c_hi, c_ends in _pieces(cols):
-            if owned(r_ends, c_ends):
-                if runs and runs[-1][1] == c_lo:
-                    runs[-1][1] = c_hi
-                else:
-                    runs.append([c_lo, c_hi])
-        runs_by_row.append([r_lo, r_hi, runs])
-    merged: list[list] = []
-    for r_lo, r_hi, runs in runs_by_row:
-        if merged and merged[-1][1] == r_lo and merged[-1][2] == runs:
-            merged[-1][1] = r_hi
-        else:
-            merged.append([r_lo, r_hi, runs])
+        runs = [(c_lo, c_hi) for c_lo, c_hi, _ in join_adjacent(
+            (c_lo, c_hi, None) for c_lo, c_hi, c_ends in _pieces(cols) if owned(r_ends, c_ends))]
+        runs_by_row.append((r_lo, r_hi, runs))
     return [{"bounds": {axes[0]: [r_lo, r_hi], axes[1]: list(run)}, "kernel": CANDIDATE}
-            for r_lo, r_hi, runs in merged for run in runs]
+            for r_lo, r_hi, runs in join_adjacent(runs_by_row) for run in runs]
 
 
 def grid_axes(target) -> tuple[str, str] | None:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+import random
+
 import torch
 
 from .. import target_catalog
@@ -130,3 +133,13 @@ def family_values(family: str, M: int, N: int, g: torch.Generator, device) -> to
     if family == "indexer":
         return indexer_logits(M, N, g, device)
     raise ValueError(f"unknown value family {family!r}; expected one of {DSA_TOPK_FAMILIES}")
+
+
+def random_indexer_shape(seed: int, positions: int, families, make):
+    """An indexer target's held-out shape: a context drawn log-uniformly from 4K to `positions`, as many rows
+    (1 to 128) as keep rows x context within `positions`, a value family and full or ragged lengths;
+    `make(rows, n_ctx, family, lengths)` builds the target's shape."""
+    rnd = random.Random(seed)
+    n_ctx = int(math.exp(rnd.uniform(math.log(4096), math.log(positions))))
+    rows = rnd.randint(1, max(1, min(128, positions // n_ctx)))
+    return make(rows, n_ctx, rnd.choice(families), rnd.choice(["ragged", "full"]))

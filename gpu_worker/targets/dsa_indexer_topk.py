@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import math
-import random
-
 import torch
 
 from ..target_catalog import DSA_INDEXER_TOPK as INFO
@@ -60,10 +57,7 @@ CPU_SHAPES = (
 
 
 def random_shape(profile: str, seed: int) -> Shape:
-    rnd = random.Random(seed)
-    n_ctx = int(math.exp(rnd.uniform(math.log(4096), math.log(RANDOM_POSITIONS))))
-    rows = rnd.randint(1, max(1, min(128, RANDOM_POSITIONS // n_ctx)))
-    return _shape(rows, n_ctx, rnd.choice(FAMILIES), rnd.choice(["ragged", "full"]))
+    return tc.random_indexer_shape(seed, RANDOM_POSITIONS, FAMILIES, _shape)
 
 
 def benchmark_shapes(profile: str) -> list[Shape]:

@@ -30,7 +30,7 @@ from gpu_worker.serving_config import ServingConfigError, parse_serving_config
 from loop.audit import event_write
 from loop.hardware import hardware_slug, path_inside
 from loop.models import Candidate, Run, ServingConfig, Target
-from loop.regions import analyze_candidate_grid, grid_axes, in_bounds
+from loop.regions import analyze_candidate_grid, grid_axes, in_bounds, join_adjacent
 from loop.roles import PROMOTE, check_permission
 from loop.services.confirmations import confirmation_gate
 from loop.services.fib import fib_promotion_export
@@ -129,13 +129,7 @@ def _overlay(base: list[tuple], lo: int, hi: int | None, kernel) -> list[tuple]:
 
 
 def _merge(segments: list[tuple]) -> list[dict]:
-    merged: list[list] = []
-    for a, b, k in segments:
-        if merged and merged[-1][2] == k and merged[-1][1] == a:
-            merged[-1][1] = b
-        else:
-            merged.append([a, b, k])
-    return [{"lo": a, "hi": b, "kernel": k} for a, b, k in merged]
+    return [{"lo": a, "hi": b, "kernel": k} for a, b, k in join_adjacent(segments)]
 
 
 def normalise_routes(routes) -> list[tuple[int, int | None]]:
