@@ -334,14 +334,13 @@ def _with_history(candidates):
     ).order_by("-number")
 
 
-def run_candidates(run: Run, page=1) -> tuple[list[Candidate], Page]:
+def run_candidates(run: Run, page=1) -> tuple[list[Candidate], Page, int]:
     """One page of the run's candidates (newest first) plus, on the first page, every candidate awaiting
-    review wherever it falls; and the page itself, for the page links."""
+    review wherever it falls; the page itself, for the page links; and how many await review."""
     page_of = Paginator(run.candidates.order_by("-number").values_list("pk", flat=True), RUN_PAGE_ROWS).get_page(page)
-    shown = set(page_of.object_list)
-    if page_of.number == 1:
-        shown |= set(run.candidates.filter(status=Candidate.Status.AWAITING_REVIEW).values_list("pk", flat=True))
-    return _annotate(list(_with_history(run.candidates.filter(pk__in=shown)))), page_of
+    awaiting = set(run.candidates.filter(status=Candidate.Status.AWAITING_REVIEW).values_list("pk", flat=True))
+    shown = set(page_of.object_list) | (awaiting if page_of.number == 1 else set())
+    return _annotate(list(_with_history(run.candidates.filter(pk__in=shown)))), page_of, len(awaiting)
 
 
 def best_so_far_series(run: Run) -> list[dict]:
@@ -366,8 +365,7 @@ def best_so_far_series(run: Run) -> list[dict]:
 
 
 def run_state(run: Run, page=1) -> dict:
-    candidates, page_of = run_candidates(run, page)
-    awaiting = run.candidates.filter(status=Candidate.Status.AWAITING_REVIEW).count()
+    candidates, page_of, awaiting = run_candidates(run, page)
     return {
         "run": run, "candidates": candidates, "page": page_of, "progress": run_progress(run),
         "awaiting": awaiting, "series": best_so_far_series(run), "cpu_mode": is_cpu_mode(run.hardware),
