@@ -64,7 +64,8 @@ def _summary_lines(report: Report) -> list[str]:
 def _document(args) -> dict | None:
     """The imported target's document from a FlashInfer-Bench Definition and what `import_definition` takes
     beside it (docs/interop.md), or None after printing what is wrong."""
-    from .fib.document import DocumentError  # local: the `fib` extra is needed only for an imported target
+    # local: the `fib` extra (flashinfer-bench) is needed only for an imported target
+    from .fib.document import DocumentError
     from .fib.reader import build_document
 
     try:

@@ -4,13 +4,17 @@ shown with its findings instead of spending a GPU slot.
 
 `gpu_worker/pipeline/guard.py` itself imports only the standard library, but importing it as
 `gpu_worker.pipeline.guard` runs the package's `__init__`, which imports the targets and so torch; the
-web side has no torch (docs/architecture.md). So the one file is loaded on its own, by path, once. The
+web side has no torch (docs/architecture.md). So guard.py is loaded by path, once, as a module of a stand-in
+package whose folder is gpu_worker/pipeline and whose `__init__` never runs: its one relative import (the
+lists in guard_rules.py, standard library only) resolves there. The
 target's guard inputs (argument names, DSLs, forbidden torch calls) come from the torch-free catalog.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import sys
+import types
 from functools import cache
 from pathlib import Path
 
@@ -25,8 +29,12 @@ GUARD_PATH = Path(gpu_worker.__file__).resolve().parent / "pipeline" / "guard.py
 
 @cache
 def _guard():
-    spec = importlib.util.spec_from_file_location("ark_web_guard", GUARD_PATH)
+    package = types.ModuleType("ark_web_guard")
+    package.__path__ = [str(GUARD_PATH.parent)]
+    sys.modules["ark_web_guard"] = package
+    spec = importlib.util.spec_from_file_location("ark_web_guard.guard", GUARD_PATH)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     return module
 
