@@ -168,7 +168,10 @@ def skill_texts():
 
 def read_report(report) -> Report | None:
     """A stored report through the contract (a /1 report converted); None when it does not read, which the
-    pages show as no results rather than guessing at other spellings."""
+    pages show as no results rather than guessing at other spellings. A Report already read is returned as it
+    is: a page that shows a report in several parts reads it once (the candidate page read it nine times)."""
+    if isinstance(report, Report):
+        return report
     if not report:
         return None
     try:
@@ -177,7 +180,7 @@ def read_report(report) -> Report | None:
         return None
 
 
-def benchmark_entries(report: dict) -> list[dict]:
+def benchmark_entries(report: dict | Report) -> list[dict]:
     """The benchmark's per-shape entries as the contract writes them (one spelling per field)."""
     read = read_report(report)
     bench = read.stages.benchmark if read else None
@@ -200,7 +203,7 @@ def _shape_label(shape) -> str:
     return str(shape)
 
 
-def benchmark_shapes(report: dict, axis: str | None = None) -> list[dict]:
+def benchmark_shapes(report: dict | Report, axis: str | None = None) -> list[dict]:
     """Per-shape timings of candidate, incumbent and default kernel, from report.benchmark.shapes: means,
     or medians in a report converted from ark.report/1 (`ratio_of` says which)."""
     read = read_report(report)
@@ -228,7 +231,7 @@ def benchmark_shapes(report: dict, axis: str | None = None) -> list[dict]:
     return rows
 
 
-def e2e_grid(report: dict, run_policy: policy.RunPolicy | None = None) -> list[dict]:
+def e2e_grid(report: dict | Report, run_policy: policy.RunPolicy | None = None) -> list[dict]:
     """The e2e grid: per (batch, context) tokens/s both ways, the tokens/s ratio with its interval, parity,
     and the keep rule's reading of the point under the run's policy (loop/policy.py)."""
     read = read_report(report)
@@ -251,7 +254,7 @@ def e2e_grid(report: dict, run_policy: policy.RunPolicy | None = None) -> list[d
     return sorted(rows, key=lambda r: (r["batch"] or 0, r["n_ctx"] or 0))
 
 
-def guard_findings(report: dict, source: str) -> list[dict]:
+def guard_findings(report: dict | Report, source: str) -> list[dict]:
     """Every stage's findings, each with the candidate's source lines around it when it names a line."""
     read = read_report(report)
     lines = (source or "").splitlines()
@@ -268,7 +271,7 @@ def guard_findings(report: dict, source: str) -> list[dict]:
     return findings
 
 
-def report_logs(report: dict) -> str:
+def report_logs(report: dict | Report) -> str:
     """One line per stage: status, time, and why it did not run; then the verdict's reasons."""
     read = read_report(report)
     if read is None:
@@ -285,7 +288,7 @@ def report_logs(report: dict) -> str:
     return "\n".join(lines)
 
 
-def timings_available(report: dict) -> bool:
+def timings_available(report: dict | Report) -> bool:
     read = read_report(report)
     bench = read.stages.benchmark if read else None
     if bench is None or bench.status in ("unavailable", "skipped"):
@@ -377,15 +380,16 @@ def candidate_state(candidate: Candidate) -> dict:
     candidate = _annotate([candidate])[0]
     evaluation = candidate.latest_evaluation
     report = evaluation.report if evaluation else {}
+    read = read_report(report) or {}  # read once; each part below takes the Report as it is
     run = candidate.run
     target = run.thesis.target
     axis = serving_axis(target)
     incumbent = run.incumbent if run.incumbent_id and run.incumbent_id != candidate.id else None
     return {
         "candidate": candidate, "run": run, "target": target, "axis": axis, "evaluation": evaluation,
-        "report": report, "shapes": benchmark_shapes(report, axis), "e2e": e2e_grid(report),
-        "findings": guard_findings(report, candidate.source), "logs": report_logs(report),
-        "timings_available": timings_available(report), "cpu_mode": is_cpu_mode(run.hardware),
+        "report": report, "read": read, "shapes": benchmark_shapes(read, axis), "e2e": e2e_grid(read),
+        "findings": guard_findings(read, candidate.source), "logs": report_logs(read),
+        "timings_available": timings_available(read), "cpu_mode": is_cpu_mode(run.hardware),
         "decisions": list(candidate.decisions.select_related("user").order_by("created", "id")),
         "incumbent": incumbent, "evaluations": list(candidate.evaluations.order_by("attempt")),
         "last_seq": last_seq(),

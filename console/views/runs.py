@@ -93,11 +93,11 @@ def _candidate_context(request, candidate: Candidate, *, approve_form=None, veto
     state["analysis"], state["analysis_note"] = analysis, analysis_note
     state["shape_chart"] = charts.per_shape(state["shapes"], axis=state["axis"],
                                             crossovers=(analysis or {}).get("crossovers")) if state["shapes"] else None
-    entries = selectors.benchmark_entries(state["report"])
+    entries = selectors.benchmark_entries(state["read"])
     state["distribution_chart"] = charts.distribution(entries, [s["label"] for s in state["shapes"]])
-    state["time_profile"] = where_time.shape_profiles(state["report"])
+    state["time_profile"] = where_time.shape_profiles(state["read"])
     state["kernel_chart"] = where_time.kernel_chart(state["time_profile"])
-    state["ceilings"] = where_time.ceiling_points(state["report"])
+    state["ceilings"] = where_time.ceiling_points(state["read"])
     state["approve_form"] = approve_form or ApproveForm()
     state["veto_form"] = veto_form or VetoForm()
     state["regions"] = region_summary(candidate)  # a two-axis target is promoted on its regions page
