@@ -93,6 +93,14 @@ class _Imported:
                 out.append(dict(s, values="normal"))
         return out
 
+    def largest_shapes(self) -> tuple[Shape, ...]:
+        """Every var axis at its high end at once, where the ends one axis at a time do not already meet it: a
+        kernel wrong only at many rows of long contexts passes those (docs/verification.md). Verified on a
+        GPU, as the built-in targets' largest corners are (TargetSpec.gpu_shapes)."""
+        high = {a: hi for a, (_, hi) in self.ranges.items()}
+        listed = [self.axes_of(s) for s in self.verification_shapes("full")]
+        return (dict(high, values="normal"),) if self.ok(high) and high not in listed else ()
+
     def random_shape(self, profile: str, seed: int) -> Shape:
         rnd = random.Random(seed)
         for _ in range(100):
@@ -188,4 +196,5 @@ def target_from_document(doc: dict, builtins: Mapping[str, TargetSpec] | None = 
         bytes_min=t.bytes_min, flops=lambda shape: 0, forbidden_torch=TOPK_FORBIDDEN | DENSE_FORBIDDEN | NORM_FORBIDDEN,
         tolerance=dict(t.builtin.tolerance) if t.builtin else dict(t.tolerance),
         value_families=("normal",), axis_classes={a: (tuple(r),) for a, r in t.ranges.items()},
+        gpu_shapes=t.largest_shapes(),
     )

@@ -147,3 +147,16 @@ def test_a_declaration_the_definitions_own_reference_fails_is_refused_on_import(
         build_document(TEXT, ranges=RANGES, check="dsa_indexer_topk_fp8")
     with pytest.raises(DocumentError, match="takes 3 inputs"):
         document(check="dsa_topk")
+
+
+def test_a_gpu_verifies_every_axis_at_its_end_at_once_and_a_cpu_host_does_not():
+    """The ends one axis at a time never meet the batch's largest rows at the longest context: a kernel wrong
+    only there (the red team's many-long-rows family) would pass them. A GPU verifies that corner too."""
+    t = target_from_document(document(), builtins=TARGETS)
+    corner = {"batch_size": 3, "num_pages": 96, "max_num_pages": 40}
+    axes = lambda shapes: [{a: s[a] for a in corner} for s in shapes]  # noqa: E731
+    assert corner not in axes(t.verify_shapes("smoke", 1, device="cpu"))
+    assert corner in axes(t.verify_shapes("smoke", 1, device="cuda"))
+    one_axis = target_from_document(build_document(TEXT, ranges=["batch_size=2:3", "num_pages=96:96",
+                                                                  "max_num_pages=40:40"], **SIDECAR), builtins=TARGETS)
+    assert one_axis.gpu_shapes == ()  # one var axis: its high end is already one of the listed ends
