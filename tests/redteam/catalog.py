@@ -6,7 +6,9 @@ Each file in candidates/ opens with a docstring that says `target: <name>` (or t
 that is a shared kernel with one shortcut switched on says `kernel: <module>` (a file in kernels/) and
 `shortcut: {<keyword>: <value>, ...}`: its source is its docstring, then that kernel with the kernels it
 imports written in place of the import (a candidate is one file), then the SHORTCUT the kernel's
-forward passes on. Standard library only."""
+forward passes on. A candidate whose hack is its own Python may import a shared kernel instead
+(`from ..kernels.<module> import ...`): that line is replaced by the module, bundled the same way.
+Standard library only."""
 
 from __future__ import annotations
 
@@ -18,7 +20,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 CANDIDATES = HERE / "candidates"
 KERNELS = HERE / "kernels"
-_LOCAL_IMPORT = re.compile(r"^from \.(\w+) import [\w, ]+$", re.MULTILINE)
+_LOCAL_IMPORT = re.compile(r"^from \.(\w+) import [\w, ]+$", re.MULTILINE)  # in kernels/
+_KERNEL_IMPORT = re.compile(r"^from \.\.kernels\.(\w+) import [\w, ]+$", re.MULTILINE)  # in candidates/
 
 
 @dataclass(frozen=True)
@@ -67,6 +70,8 @@ def load(path: Path) -> Candidate:
     expect = re.search(r"expect: (\S+)", doc).group(1).split("|")
     kernel = _field(doc, "kernel")
     source = text
+    if _KERNEL_IMPORT.search(text):
+        source = _once(_KERNEL_IMPORT.sub(lambda m: _bundle(m.group(1), set()), text))
     if kernel:
         shortcut = ast.literal_eval(_field(doc, "shortcut") or "{}")
         source = _once(f'"""{doc}"""\n{_bundle(kernel, set())}\nSHORTCUT = {shortcut!r}\n')

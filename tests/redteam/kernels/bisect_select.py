@@ -3,7 +3,9 @@ key t with #(key >= t) >= k in 33 passes over the row (in blocks, so it compiles
 then writes the indices above t and enough of those equal to t in cumsum order, -1 past the row's length.
 
 Honest as it stands. Three shortcuts a variant can switch on: ROUND compares bf16-rounded values, CLAMP
-clamps values to [-8, 8] (a fixed-range histogram), CAP reads only the first CAP positions of a row."""
+clamps values to [-8, 8] (a fixed-range histogram), CAP reads only the first CAP positions of a row. And one
+misuse of the caller's memory: SCRATCH overwrites each selected entry of the logits with -inf, as an iterative
+max-and-mask selection would (the answer stays right, the input does not)."""
 import torch
 import triton
 import triton.language as tl
@@ -32,7 +34,7 @@ def _count_ge(x_row, L, mid, BLOCK: tl.constexpr, ROUND: tl.constexpr, CLAMP: tl
 
 @triton.jit
 def _select_kernel(x_ptr, stride_x, len_ptr, out_ptr, stride_o, N, K, CAP, BLOCK: tl.constexpr,
-                   KB: tl.constexpr, ROUND: tl.constexpr, CLAMP: tl.constexpr):
+                   KB: tl.constexpr, ROUND: tl.constexpr, CLAMP: tl.constexpr, SCRATCH: tl.constexpr):
     row = tl.program_id(0)
     x_row = x_ptr + row.to(tl.int64) * stride_x
     o_row = out_ptr + row.to(tl.int64) * stride_o
@@ -59,17 +61,19 @@ def _select_kernel(x_ptr, stride_x, len_ptr, out_ptr, stride_o, N, K, CAP, BLOCK
         take_eq = eq & (eq_rank <= need)
         tl.store(o_row + n_gt + tl.cumsum(gt.to(tl.int32), 0) - 1, offs.to(tl.int32), mask=gt)
         tl.store(o_row + (k_eff - need) + eq_rank - 1, offs.to(tl.int32), mask=take_eq)
+        if SCRATCH:
+            tl.store(x_row + offs, tl.full([BLOCK], float("-inf"), tl.float32), mask=gt | take_eq)
         n_gt += tl.sum(gt.to(tl.int32), 0)
         n_eq += tl.sum(eq.to(tl.int32), 0)
     slots = tl.arange(0, KB)
     tl.store(o_row + slots, tl.full([KB], -1, tl.int32), mask=(slots >= k_eff) & (slots < K))
 
 
-def _topk(x, lengths, k, block=8192, num_warps=8, cap=1 << 30, round_bf16=False, clamp=False):
+def _topk(x, lengths, k, block=8192, num_warps=8, cap=1 << 30, round_bf16=False, clamp=False, scratch=False):
     M, N = x.shape
     out = torch.empty((M, k), dtype=torch.int32, device=x.device)
     if M:
         _select_kernel[(M,)](x, x.stride(0), lengths.to(torch.int32), out, out.stride(0), N, k, cap,
                              BLOCK=block, KB=triton.next_power_of_2(k), ROUND=round_bf16, CLAMP=clamp,
-                             num_warps=num_warps)
+                             SCRATCH=scratch, num_warps=num_warps)
     return out
