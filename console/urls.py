@@ -46,6 +46,8 @@ urlpatterns = [
     path("deployments/<slug:target>/<str:hardware>/workload/", deployments.deployment_workload,
          name="deployment_workload"),
     path("candidates/<int:pk>/regions/", deployments.candidate_regions, name="candidate_regions"),
+    path("candidates/<int:pk>/regions/measure/", deployments.candidate_regions_measure,
+         name="candidate_regions_measure"),
     path("candidates/<int:pk>/regions/promote/", deployments.candidate_regions_promote,
          name="candidate_regions_promote"),
     path("deployments/<slug:target>/<str:hardware>/v<int:version>.json", deployments.deployment_download,

@@ -25,6 +25,9 @@ ADDITIONS = {
                      "gain_attained", "ceiling_parity", "route_hits"),
         "E2EStage": ("route_hits",),
     },
+    "2026-12-05": {
+        "E2EStage": ("routes",),
+    },
 }
 STATUSES = ("pass", "fail", "error", "skipped", "unavailable", "compile_only", "running")
 
@@ -115,6 +118,7 @@ class EvaluationSpec(Record):
     params: dict = field(default_factory=dict)
     seed: int | None = None              # None: a fresh secret seed per evaluation
     e2e: bool = True                     # False skips the e2e stage
+    e2e_routes: list | None = None       # the route set the e2e gate serves the candidate in (None: everywhere)
     verify_timeout_s: float | None = None
     world_size: int | None = None        # multi-process targets: ranks (default: the target's own)
     ceilings: dict | None = None         # multi-process targets: measured link rates, if any
@@ -300,6 +304,7 @@ class E2EStage(Stage):
     date: str | None = None
     model: dict | str | None = None
     route_hits: list | None = None       # per route {route, bounds, kernel, calls} over the grid (2026-12-04)
+    routes: list | None = None           # the route set the candidate side served; None: everywhere (2026-12-05)
 
 
 @dataclass

@@ -18,7 +18,8 @@ from console.views.common import error_text
 from loop import impact, selectors
 from loop.models import Candidate, ServingConfig, Target, WorkloadProfile
 from loop.regions import analyze_candidate_grid, grid_axes
-from loop.roles import PROMOTE, check_permission
+from loop.roles import PROMOTE, REVIEW, check_permission
+from loop.services import candidates as candidate_services
 from loop.services import decisions
 from loop.services import deployments as deployment_services
 from loop.services.access import export_record
@@ -151,7 +152,8 @@ def _e2e_route_hits(candidate: Candidate) -> dict | None:
     points = [{"batch": p.get("batch"), "context": p.get("context"),
                "served": [r for r in p["route_hits"] if r.get("calls")]}
               for p in stage.get("points") or [] if p.get("route_hits")]
-    return {"routes": stage["route_hits"], "points": points, "mode": stage.get("mode")}
+    return {"routes": stage["route_hits"], "points": points, "mode": stage.get("mode"),
+            "routed": stage.get("routes") is not None, "attempt": evaluation.attempt}
 
 
 def _regions_context(request, candidate: Candidate, form=None) -> dict:
@@ -173,6 +175,26 @@ def candidate_regions(request, pk):
     promoting them would change against the serving config in force now."""
     candidate = get_object_or_404(Candidate.objects.select_related("run__thesis__target"), pk=pk)
     return render(request, "console/deployments/regions.html", _regions_context(request, candidate))
+
+
+@require_POST
+def candidate_regions_measure(request, pk):
+    """Measure a candidate awaiting review again with its e2e gate serving it only in its proposed boxes,
+    so the end-to-end verdict is the one of the routes that would be promoted."""
+    check_permission(request.user, REVIEW)  # before the grid: a viewer learns nothing from this POST
+    candidate = get_object_or_404(Candidate.objects.select_related("run__thesis__target"), pk=pk)
+    grid = analyze_candidate_grid(candidate, baseline="default")  # recomputed: the page's routes, not the post's
+    try:
+        if grid is None or not grid.routes:
+            raise ValidationError("This candidate wins no region of its target's grid: no routes to measure.")
+        candidate_services.candidate_rebenchmark(candidate=candidate, actor=request.user,
+                                                 e2e_routes=[dict(r) for r in grid.routes])
+    except ValidationError as error:
+        messages.error(request, f"Not queued: {error_text(error)}")
+        return redirect("candidate_regions", pk=candidate.pk)
+    messages.success(request, f"Candidate {candidate.number} is queued to be measured again, its e2e gate serving it "
+                              f"in its {len(grid.routes)} proposed box(es) only.")
+    return redirect("candidate", pk=candidate.pk)
 
 
 @require_POST

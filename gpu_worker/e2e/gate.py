@@ -85,6 +85,7 @@ def run_gate(
         "findings": [],
         "device": torch.cuda.get_device_name() if gpu else "cpu",
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "routes": routes,
     }
     findings = result["findings"]
     if grid is not None and normalize_grid(grid) != sorted(requested.grid):

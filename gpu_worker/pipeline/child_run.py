@@ -210,7 +210,8 @@ def run(cfg: dict, out, *, perf, active_threads) -> None:
         from ..e2e import run_gate  # the e2e engineer's gate, run here so the candidate stays sandboxed
         inc = cfg.get("incumbent_path")
         stage = run_gate(target=cfg["target"], candidate_source=Path(cfg["candidate_path"]).read_text(),
-                         incumbent_source=Path(inc).read_text() if inc else None, profile=cfg["profile"])
+                         incumbent_source=Path(inc).read_text() if inc else None, profile=cfg["profile"],
+                         routes=cfg.get("routes"))
         out.send(type="e2e", stage=stage)
         out.send(type="done")
         return

@@ -249,7 +249,7 @@ class Evaluation:
         inc_path = write_source(scratch, "incumbent.py", inc) if inc else None
         # the e2e harness keys its grids by hardware kind ("h200"), not by smoke/full
         kind = (self.report.hardware.kind if self.report.hardware else None) or "h200"
-        cfg = self.child_cfg("e2e", [], path, inc_path, profile=kind)
+        cfg = dict(self.child_cfg("e2e", [], path, inc_path, profile=kind), routes=self.spec.e2e_routes)
         run = run_child(cfg, secret=str(self.seed), timeout_s=E2E_TIMEOUT_S, scratch=scratch, device="cuda")
         msg = next((m for m in run.messages if m.get("type") == "e2e"), None)
         if msg is None:

@@ -128,6 +128,9 @@ def _next_number(run: Run) -> int:
     return (run.candidates.aggregate(n=Max("number"))["n"] or 0) + 1
 
 
+HARNESS_KEYS = ("e2e_routes", "measured_against")  # proposal keys the loop writes, never a proposer
+
+
 def candidate_submit(*, run: Run, source: str, proposer: str, author=None, parent: Candidate | None = None,
                      params: dict | None = None, proposal: dict | None = None) -> Candidate:
     """Record a checked candidate as `proposed`; the run's dispatch queues it. Raises
@@ -148,8 +151,9 @@ def candidate_submit(*, run: Run, source: str, proposer: str, author=None, paren
             raise CandidateRejected(problems)
         candidate = Candidate.objects.create(
             run=run, number=_next_number(run), parent=parent, source=source, source_hash=digest,
-            params=params or {}, diff=_diff(parent, source), proposer=proposer, proposal=proposal or {},
-            author=author,
+            params=params or {}, diff=_diff(parent, source), proposer=proposer, author=author,
+            # the e2e route set is a reviewer's (candidate_rebenchmark), never the proposer's
+            proposal={k: v for k, v in (proposal or {}).items() if k not in HARNESS_KEYS},
         )
         event_write(type="candidate.proposed", actor=author or proposer, subject=candidate, run_id=run.pk,
                     payload={"number": candidate.number, "proposer": proposer, "params": candidate.params,
@@ -188,6 +192,8 @@ def evaluation_spec(candidate: Candidate) -> dict:
         "hardware": run.hardware, "profile": run.profile, "source": candidate.source, "params": candidate.params,
         "incumbent_id": incumbent.pk if incumbent else None,
         "incumbent_source": incumbent.source if incumbent else None,
+        # set only by candidate_rebenchmark(e2e_routes=...): the e2e gate serves the candidate in these boxes
+        "e2e_routes": (candidate.proposal or {}).get("e2e_routes"),
         # an imported FlashInfer-Bench target travels whole: the worker builds it from this (docs/interop.md)
         "target_document": run.thesis.target.document or None,
     }
@@ -304,11 +310,16 @@ def candidate_cancel_unstarted(*, run: Run, why: str) -> int:
     return cancelled
 
 
-def candidate_rebenchmark(*, candidate: Candidate, actor) -> Candidate:
+def candidate_rebenchmark(*, candidate: Candidate, actor, e2e_routes: list | None = None) -> Candidate:
     """Measure a candidate awaiting review again, against the run's current incumbent: the same source,
     a new attempt queued at once (a person asked for it, so the run's worker slots and its status do not
-    hold it back). Its verdict comes back through the policy like any other."""
+    hold it back). Its verdict comes back through the policy like any other. `e2e_routes`: the route set
+    its e2e gate serves it in (its proposed winning boxes, loop/regions.py), so the end-to-end verdict is
+    the one of what would be promoted; None serves it everywhere (docs/keep-rule.md, Winning regions)."""
     check_permission(actor, REVIEW)
+    if e2e_routes is not None and not (isinstance(e2e_routes, list) and e2e_routes
+                                       and all(isinstance(r, dict) and "bounds" in r for r in e2e_routes)):
+        raise ValidationError("the route set to measure end to end must be a non-empty list of boxes")
     with transaction.atomic():
         Run.objects.select_for_update().get(pk=candidate.run_id)
         candidate = Candidate.objects.select_related("run__thesis", "run__incumbent").get(pk=candidate.pk)
@@ -316,11 +327,16 @@ def candidate_rebenchmark(*, candidate: Candidate, actor) -> Candidate:
             raise ValidationError(f"candidate {candidate.run_id}.{candidate.number} is {candidate.status}, "
                                   "not awaiting review")
         stale = candidate_staleness(candidate)
+        proposal = {k: v for k, v in (candidate.proposal or {}).items() if k != "e2e_routes"}
+        if e2e_routes is not None:
+            proposal["e2e_routes"] = e2e_routes
         Candidate.objects.filter(pk=candidate.pk).update(status=Candidate.Status.PROPOSED, stage="",
-                                                         reason_code="", reason_text="")
+                                                         reason_code="", reason_text="", proposal=proposal)
+        candidate.proposal = proposal
         event_write(type="candidate.rebenchmark", actor=actor, subject=candidate, run_id=candidate.run_id,
                     payload={"number": candidate.number, "measured_against": candidate.measured_against_id,
-                             "incumbent": candidate.run.incumbent_id, "stale": stale.text if stale else ""})
+                             "incumbent": candidate.run.incumbent_id, "stale": stale.text if stale else "",
+                             "e2e_routes": e2e_routes})
         candidate_dispatch(candidate=candidate)
     candidate.refresh_from_db()
     return candidate

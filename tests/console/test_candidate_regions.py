@@ -108,3 +108,43 @@ def test_a_report_without_route_counts_shows_no_such_table(as_dana, alice):
     candidate = _kept(alice, served_report())
     response = as_dana.get(reverse("candidate_regions", args=[candidate.pk]))
     assert response.context["e2e_hits"] is None and 'data-testid="e2e-route-hits"' not in response.content.decode()
+
+
+def test_a_reviewer_measures_the_proposed_boxes_end_to_end_and_the_page_says_what_the_e2e_served(as_bob, alice):
+    from loop.models import OutboxMessage
+
+    run = builders.make_run(alice)
+    candidate = builders.evaluated(run, served_report(), tag="small")
+    assert candidate.status == "awaiting_review"
+    page = as_bob.get(reverse("candidate_regions", args=[candidate.pk])).content.decode()
+    assert 'data-testid="measure-routes"' in page and "Measure the 1 proposed box end to end" in page
+    response = as_bob.post(reverse("candidate_regions_measure", args=[candidate.pk]))
+    assert response.status_code == 302 and response["Location"] == reverse("candidate", args=[candidate.pk])
+    candidate.refresh_from_db()
+    spec = OutboxMessage.objects.filter(task="gpu.evaluate").last().args[0]
+    routes = [{"bounds": {"rows": [1, 5], "n_ctx": [4096, 131073]}, "kernel": "candidate"}]
+    assert candidate.status == "queued" and spec["candidate_id"] == candidate.pk and spec["e2e_routes"] == routes
+    # the worker's report says it served those boxes; the page says the verdict is the route set's
+    report = copy.deepcopy(served_report())
+    report["stages"]["e2e"].update(routes=routes, route_hits=HITS)
+    builders.progress(candidate, "benchmark")
+    builders.report(candidate, report)
+    page = as_bob.get(reverse("candidate_regions", args=[candidate.pk])).content.decode()
+    assert "the e2e gate served the candidate in the boxes below only" in page
+
+
+def test_a_viewer_cannot_queue_the_route_measurement_and_a_candidate_without_a_region_has_none(as_charlie, as_bob, alice):
+    from loop.models import OutboxMessage
+
+    run = builders.make_run(alice)
+    candidate = builders.evaluated(run, served_report(), tag="small")
+    loser = builders.evaluated(run, served_report(small_ratio=1.5), tag="loser")
+    queued = OutboxMessage.objects.filter(task="gpu.evaluate").count()
+    page = as_charlie.get(reverse("candidate_regions", args=[candidate.pk])).content.decode()
+    assert 'data-testid="measure-routes"' not in page
+    assert as_charlie.post(reverse("candidate_regions_measure", args=[candidate.pk])).status_code == 403
+    candidate.refresh_from_db()
+    assert candidate.status == "awaiting_review"
+    response = as_bob.post(reverse("candidate_regions_measure", args=[loser.pk]), follow=True)
+    assert "wins no region of its target&#x27;s grid" in response.content.decode()
+    assert OutboxMessage.objects.filter(task="gpu.evaluate").count() == queued

@@ -97,3 +97,25 @@ def test_a_bad_route_set_is_an_error_of_the_run_not_a_finding_against_the_candid
     result = _gate(EXACT, routes)
     assert result["status"] == "error" and says in result["reason"]
     assert result["findings"] == [] and result["points"] == []
+
+
+def test_the_sandboxed_e2e_child_serves_the_specs_route_set_and_the_stage_records_it(tmp_path):
+    """What the pipeline's e2e stage runs (child_run with the spec's e2e_routes as cfg routes): the route set
+    reaches the gate, the stage says which one it served and passes the report contract."""
+    from gpu_worker.pipeline import child_run
+
+    path = tmp_path / "candidate.py"
+    path.write_text(EXACT)
+    sent = []
+
+    class Out:
+        def send(self, **message):
+            sent.append(message)
+
+    cfg = {"target": "dsa_topk", "device": "cpu", "mode": "e2e", "candidate_path": str(path),
+           "incumbent_path": None, "profile": "cpu", "routes": ONE_ROW_SHORT}
+    child_run.run(cfg, Out(), perf=None, active_threads=None)
+    stage = next(m["stage"] for m in sent if m["type"] == "e2e")
+    assert stage["routes"] == ONE_ROW_SHORT
+    assert _hits(stage) == {0: LAYERS, None: 3 * LAYERS}
+    assert contract.stage_from_dict("e2e", stage).routes == ONE_ROW_SHORT

@@ -86,6 +86,7 @@ def action_posts(world) -> dict[str, dict]:
         "candidate_approve": {"note": "ok"},
         "candidate_veto": {"reason": "no", "confirm": "yes"},
         "candidate_rebenchmark": {},
+        "candidate_regions_measure": {},
         "run_submit": {"source": "def forward(x):\n    return x\n", "action": "submit"},
         "candidate_promote": {
             "routes": "0 100000 candidate\n100000 inf default",

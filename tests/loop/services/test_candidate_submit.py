@@ -106,3 +106,13 @@ def test_the_management_command_submits_a_file(make_run, bob, tmp_path):
     path.write_text(GOOD + "\n# by the run's creator\n")
     call_command("submit_candidate", str(path), run=run.pk)
     assert run.candidates.get(number=2).author == run.created_by
+
+
+def test_a_proposer_cannot_choose_the_route_set_its_e2e_gate_serves(make_run):
+    """The e2e route set is a reviewer's (candidate_rebenchmark): a proposal naming one is stored without it,
+    so the gate serves the candidate everywhere."""
+    run = make_run()
+    proposal = {"rationale": "faster", "e2e_routes": [{"bounds": {"rows": [1, 2]}, "kernel": "candidate"}],
+                "measured_against": 99}
+    candidate = candidate_submit(run=run, source=GOOD, proposer="agent", proposal=proposal)
+    assert candidate.proposal == {"rationale": "faster"}

@@ -3,7 +3,7 @@ the serving config moves on; approving it then needs a confirmation the event re
 queues the same source against the current incumbent; four eyes (loop/staleness.py, decisions.py)."""
 
 import pytest
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import PermissionDenied, ValidationError
 
 from loop.models import Event, OutboxMessage
 from loop.services.candidates import candidate_rebenchmark
@@ -107,3 +107,18 @@ def test_four_eyes_for_one_team_only(two_waiting, alice, bob, settings):
     with pytest.raises(PermissionDenied, match="four eyes"):
         four_eyes_check(actor=alice, candidate=first)
     four_eyes_check(actor=bob, candidate=first)
+
+
+def test_a_rebenchmark_with_routes_sends_them_to_the_e2e_gate_and_a_plain_one_clears_them(two_waiting, bob):
+    run, first, second = two_waiting
+    boxes = [{"bounds": {"rows": [1, 5], "n_ctx": [0, None]}, "kernel": "candidate"}]
+    with pytest.raises(ValidationError, match="non-empty list of boxes"):
+        candidate_rebenchmark(candidate=second, actor=bob, e2e_routes=[{"lo": 0, "hi": None}])
+    candidate_rebenchmark(candidate=second, actor=bob, e2e_routes=boxes)
+    spec = OutboxMessage.objects.filter(task="gpu.evaluate").last().args[0]
+    assert spec["e2e_routes"] == boxes
+    assert Event.objects.filter(type="candidate.rebenchmark").last().payload["e2e_routes"] == boxes
+    builders.progress(second, "benchmark")
+    builders.report(second, builders.passing_report(speedup=1.3))
+    candidate_rebenchmark(candidate=second, actor=bob)
+    assert OutboxMessage.objects.filter(task="gpu.evaluate").last().args[0]["e2e_routes"] is None
