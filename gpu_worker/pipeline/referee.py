@@ -36,8 +36,11 @@ RUNS = (
 )
 
 
-def runs_for(index: int, device: str) -> list[Run]:
-    """The runs the child makes, and the parent judges, for shape `index`."""
+def runs_for(index: int, device: str, first_call_only: bool = False) -> list[Run]:
+    """The runs the child makes, and the parent judges, for shape `index`; `first_call_only` (a CPU host's
+    costliest shapes, TargetSpec.cpu_first_call_only): the first call alone."""
+    if first_call_only:
+        return [RUNS[0]]
     return [r for r in RUNS if r.where == "all" or (r.where == "cuda" and device == "cuda")
             or (r.where == "first" and index == 0)]
 
@@ -65,7 +68,7 @@ def judge(target, shape: dict, index: int, seed: int, outputs_dir: Path, files: 
     says it saved; the plan, not that list, decides what is judged."""
     results = []  # (run, output, ok, error, message)
     refs: dict[int, tuple] = {}  # input set -> (inputs, reference): runs on set 0 share one
-    for run in runs_for(index, device):
+    for run in runs_for(index, device, target.first_call_only(shape, device)):
         name = file_name(index, run.tag)
         path = outputs_dir / name
         if path.parent != outputs_dir or not path.is_file():

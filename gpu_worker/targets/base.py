@@ -37,6 +37,10 @@ class TargetSpec(TargetInfo):
     # positions, 8K tokens). Where an axis's end costs minutes there, its top bin is met just past the
     # boundary instead; a GPU verifies the end (docs/verification.md). Empty: verification_shapes.
     cpu_shapes: tuple[Shape, ...] = ()
+    # Of the shapes a CPU host verifies, the interpreter's costliest: there a CPU host makes the first call
+    # only. The runs that vary the pointer, the contents and the call count (moved, refresh, later) run on
+    # every other shape, and on a GPU on every shape (docs/verification.md, A CPU host).
+    cpu_first_call_only: tuple[Shape, ...] = ()
 
     @classmethod
     def of(cls, info: TargetInfo, namespace: dict, **given) -> TargetSpec:
@@ -47,6 +51,9 @@ class TargetSpec(TargetInfo):
         code = {f.name: namespace[f.name] for f in fields(cls) if f.name not in meta and f.name not in given
                 and f.default is MISSING and f.name in namespace}
         return cls(**{name: getattr(info, name) for name in meta}, **code, **given)
+
+    def first_call_only(self, shape: Shape, device: str) -> bool:
+        return device == "cpu" and shape in self.cpu_first_call_only
 
     def verify_shapes(self, profile: str, seed: int, device: str = "cpu") -> list[Shape]:
         """The fixed shapes (the GPU corners too on a GPU; the scaled-down set on a CPU host) plus one

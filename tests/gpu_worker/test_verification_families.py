@@ -8,6 +8,7 @@ import math
 import pytest
 import torch
 
+from gpu_worker.pipeline import referee
 from gpu_worker.targets import TARGETS, get_target
 from gpu_worker.targets import _topk_common as tc
 
@@ -66,6 +67,21 @@ def test_a_cpu_host_verifies_the_range_scaled_down_with_every_bin_and_boundary(t
         return sum(math.prod(v for v in s.values() if isinstance(v, int) and v != s.get("k")) for s in shapes)
     assert elements(cpu) < elements(target.verification_shapes("smoke")), "the CPU set is the cheaper one"
     assert cpu[0] == min(cpu, key=lambda s: elements([s])), "the cheapest shape first: it takes the burst of calls"
+
+
+@pytest.mark.parametrize("target", SINGLE, ids=lambda t: t.name)
+def test_a_cpu_host_calls_its_costliest_shapes_once_and_varies_pointer_and_contents_on_the_others(target):
+    """TargetSpec.cpu_first_call_only: shapes a CPU host verifies, each with the first call alone; every other
+    CPU shape keeps the moved and refresh runs, and a GPU runs them on every shape."""
+    cpu = target.verify_shapes("smoke", 5, "cpu")
+    once = [i for i, s in enumerate(cpu) if target.first_call_only(s, "cpu")]
+    assert len(once) == len(target.cpu_first_call_only), "each listed shape is one a CPU host verifies"
+    assert 0 not in once, "the first shape takes the burst of calls"
+    for i, shape in enumerate(cpu):
+        tags = {r.tag for r in referee.runs_for(i, "cpu", target.first_call_only(shape, "cpu"))}
+        assert tags == ({"first"} if i in once else {"first", "moved", "refresh"} | ({"later"} if i == 0 else set()))
+    assert len(cpu) - len(once) >= 3, "most CPU shapes keep every run"
+    assert not any(target.first_call_only(s, "cuda") for s in target.verify_shapes("smoke", 5, "cuda"))
 
 
 @pytest.mark.parametrize("target", SINGLE, ids=lambda t: t.name)

@@ -29,7 +29,7 @@ def test_candidate_gets_the_finding_its_header_names(c):
     spec = {"candidate_id": c.name, "attempt": 1, "target": c.target, "source": c.source,
             "incumbent_source": None, "profile": "smoke"}
     if "verify:timeout" in c.expect:
-        spec["verify_timeout_s"] = 20
+        spec["verify_timeout_s"] = 10
     report = evaluate(spec)
     verdict = report["verdict"]
     if c.expect == ("pass",):
