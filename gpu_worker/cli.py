@@ -50,7 +50,8 @@ def _summary_lines(report: Report) -> list[str]:
         if s.ratio is None:
             continue
         c, i = s.candidate, s.incumbent
-        shape = json.dumps({k: v for k, v in s.shape.items() if k in ("rows", "n_ctx", "tokens", "hidden")})
+        # the axes: every whole-number field but top-k's fixed k (an imported target names its own axes)
+        shape = json.dumps({k: v for k, v in s.shape.items() if type(v) is int and k != "k"})
         timing = (f" cand {s.ratio_of} {_us(getattr(c, s.ratio_of + '_us'))} p99 {_us(c.p99_us)},"
                   f" inc {s.ratio_of} {_us(getattr(i, s.ratio_of + '_us'))} p99 {_us(i.p99_us)},")
         lines.append(f"    {shape}{' held out' if s.held_out else ''}{timing} ratio of {s.ratio_of}s {s.ratio:.3f}"

@@ -44,3 +44,16 @@ def test_evaluate_exits_nonzero_on_a_guard_failure(tmp_path):
                           text=True, timeout=120)
     assert proc.returncode == 1
     assert "guard:env" in json.loads((tmp_path / "r.json").read_text())["verdict"]["reasons"]
+
+
+def test_the_summary_names_each_shape_by_its_axes_for_an_imported_target_too():
+    """An imported Definition names its own axes (batch_size here): the per-shape lines show them, not `{}`
+    (the H200 record of fused_add_rmsnorm_h4096, 2026-12-05)."""
+    from gpu_worker.cli import _summary_lines
+    from gpu_worker.contract import from_json
+
+    path = ROOT / "bench/results/h200/2026-12-05/call2/fused_add_rmsnorm_h4096__seed.json"
+    lines = _summary_lines(from_json(json.loads(path.read_text())))
+    shapes = [line for line in lines if "ratio of means" in line]
+    assert len(shapes) == 4 and all(line.strip().startswith('{"batch_size": ') for line in shapes), shapes
+    assert shapes[0].strip().startswith('{"batch_size": 1} cand mean 6.9 p99 32.5')
