@@ -107,3 +107,26 @@ def test_two_deployers_promoting_at_once_make_one_version(console_url, browser, 
     told = [p for p in pages if "Already done: v1" in p.content()]
     assert len(told) == 1
     screenshot(told[0], "promote-already-done")
+
+
+def test_a_reviewer_measures_the_proposed_boxes_end_to_end_from_the_regions_page(console_url, page, alice, bob):
+    from loop.models import Candidate, OutboxMessage
+
+    def waiting():
+        return builders.evaluated(builders.make_run(alice), served_report(), tag="small")
+
+    candidate = in_thread(waiting)
+    login(page, console_url, "bob")
+    page.goto(f"{console_url}/candidates/{candidate.pk}/regions/")
+    expect(page.get_by_test_id("proposed-routes")).to_contain_text("rows [1, 5)")
+    page.get_by_test_id("measure-routes").click()
+    page.wait_for_url(f"{console_url}/candidates/{candidate.pk}/")
+    expect(page.locator("body")).to_contain_text("its e2e gate serving it in its 1 proposed box(es) only")
+
+    def queued():
+        spec = OutboxMessage.objects.filter(task="gpu.evaluate").order_by("-pk").first().args[0]
+        return Candidate.objects.get(pk=candidate.pk).status, spec["e2e_routes"]
+
+    status, routes = in_thread(queued)
+    assert status == "queued"
+    assert routes == [{"bounds": {"rows": [1, 5], "n_ctx": [4096, 131073]}, "kernel": "candidate"}]
