@@ -18,7 +18,7 @@ from loop.audit import event_write
 from loop.models import Candidate, Evaluation, Run, Target, Thesis
 from loop.services.candidates import source_hash
 from loop.services.decisions import decision_apply
-from loop.services.imports import PROPOSER, _read, _read_report, reports_import
+from loop.services.imports import PROPOSER, _read, _read_report, records_for, reports_import
 
 DEMO_REPORTS = Path(settings.BASE_DIR) / "bench" / "results" / "h200" / "2026-12-04" / "reports"
 GATE_TARGET = "dsa_topk"
@@ -39,9 +39,9 @@ def _gate_thesis(actor, target: Target) -> Thesis:
 
 
 def _gate_reports(path: Path) -> list[tuple[Path, dict, str]]:
-    items = []
+    items, records = [], records_for(path)
     for file in sorted(path.glob(f"{GATE_TARGET}__*.json")):
-        report, source = _read_report(file, _read(file))
+        report, source = _read_report(file, _read(file), records)
         items.append((file, report, source))
     # the seed first, then the best: the candidate page's diff then reads as "what the best changed"
     return sorted(items, key=lambda item: (not item[0].stem.endswith("seed"), item[0].name))

@@ -55,17 +55,35 @@ def _files(path: Path) -> list[Path]:
 _CANDIDATE_ARG = re.compile(r"--candidate\s+(\S+)")
 
 
-def _source_from_command(file: Path) -> str:
+def records_for(folder: Path) -> list[dict]:
+    """The latest.json records a folder of reports takes (_files): its own, and a `reports/` folder's parent's."""
+    records = []
+    for latest in (folder / "latest.json", folder.parent / "latest.json" if folder.name == "reports" else None):
+        if latest is not None and latest.is_file():
+            data = _read(latest)
+            records += [r for r in data if isinstance(r, dict)] if isinstance(data, list) else []
+    return records
+
+
+def _command_of(file: Path, records: list[dict]) -> str:
+    """The command that wrote a report: its `.cmd` file, else the `command` of its records in latest.json
+    (file <target>__<kernel>.json), which bench/collect_reports.py copies from that file."""
+    cmd = file.with_suffix(".cmd")
+    if cmd.is_file():
+        return cmd.read_text(encoding="utf-8", errors="replace")
+    target, _, kernel = file.stem.partition("__")
+    return next((str(r["command"]) for r in records
+                 if r.get("target") == target and r.get("kernel") == kernel and r.get("command")), "")
+
+
+def _source_from_command(file: Path, records: list[dict]) -> str:
     """The candidate's source: a `.py` beside the report (kept where the file it was measured from has
-    changed since, e.g. a best.py replaced by a later best), else the repository path named in the report's
-    `.cmd` file (`python -m gpu_worker evaluate --candidate <path> ...`), when that file is still there."""
+    changed since, e.g. a best.py replaced by a later best), else the repository path named in the command
+    that wrote it (`python -m gpu_worker evaluate --candidate <path> ...`), when that file is still there."""
     beside = file.with_suffix(".py")
     if beside.is_file():
         return beside.read_text(encoding="utf-8")
-    command = file.with_suffix(".cmd")
-    if not command.is_file():
-        return ""
-    match = _CANDIDATE_ARG.search(command.read_text(encoding="utf-8", errors="replace"))
+    match = _CANDIDATE_ARG.search(_command_of(file, records))
     if not match:
         return ""
     root = Path(settings.BASE_DIR).resolve()
@@ -86,7 +104,7 @@ def _device_of(report: dict, records: list[dict]) -> tuple[str, str]:
     return str(gpu), date
 
 
-def _read_report(file: Path, data: dict) -> tuple[dict, str]:
+def _read_report(file: Path, data: dict, records: list[dict]) -> tuple[dict, str]:
     """(the report through the contract, an ark.report/1 one converted once; the candidate's source). An
     import file may carry the source beside the report under `source`; else it is found by _source_from_command."""
     data = dict(data)
@@ -95,7 +113,7 @@ def _read_report(file: Path, data: dict) -> tuple[dict, str]:
         report = to_json(from_json(data))
     except ContractError as exc:
         raise ValidationError(f"{file.name}: {exc}") from exc
-    return report, source if isinstance(source, str) else _source_from_command(file)
+    return report, source if isinstance(source, str) else _source_from_command(file, records)
 
 
 def content_key(report: dict, source: str) -> str:
@@ -110,7 +128,7 @@ def reports_import(*, path: Path, actor, thesis: Thesis | None = None) -> list[R
     report was imported before, from this path or another)."""
     path = Path(path)
     files = _files(path)
-    reports, records = [], []
+    found, records = [], []
     digest = hashlib.sha256()
     for file in files:
         data = _read(file)
@@ -118,7 +136,8 @@ def reports_import(*, path: Path, actor, thesis: Thesis | None = None) -> list[R
         if isinstance(data, list) and file.name == "latest.json":
             records.extend(r for r in data if isinstance(r, dict))
         elif isinstance(data, dict) and data.get("schema") in (SCHEMA, SCHEMA_V1):
-            reports.append((file, *_read_report(file, data)))
+            found.append((file, data))
+    reports = [(file, *_read_report(file, data, records)) for file, data in found]  # after every latest.json
     if not reports:
         raise ValidationError(f"{path}: no {SCHEMA} or {SCHEMA_V1} reports")
     sha = digest.hexdigest()

@@ -92,7 +92,7 @@ def test_import_reports_loads_the_committed_folder_as_labelled_finished_runs(imp
     for target in ("dsa_topk", "dsa_indexer_topk"):
         best = imported[target].candidates.get(proposal__file=f"{target}__best.json")
         best_source = (ROOT / f"gpu_worker/candidates/{target}/best.py").read_text()
-        assert best.source == best_source  # read from the path in the .cmd file
+        assert best.source == best_source  # read from the --candidate path of the command in latest.json
 
 
 def test_a_real_crossover_candidate_is_promoted_for_its_range_and_dispatch_serves_it(

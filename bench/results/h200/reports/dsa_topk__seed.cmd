@@ -1,1 +1,0 @@
-python3 -m gpu_worker evaluate --target dsa_topk --candidate gpu_worker/candidates/dsa_topk/seed.py --profile full --out /tmp/proof/reports/dsa_topk__seed.json
