@@ -50,9 +50,11 @@ def _explain(request, current: ServingConfig) -> tuple[ExplainForm, dict | None]
     shape = {a: form.cleaned_data[a] for a in axes}
     table = impact._table(current)
     index, route = table.route_for(shape) if table else (None, None)
+    raw = (current.document.get("routes") or [])[index] if route else None
     return form, {"shape": shape, "route": index, "kernel": impact.serving_owner(table, shape),
                   "bounds": {a: [lo, hi] for a, lo, hi in route.bounds} if route else None,
-                  "evidence": route.evidence if route else None}
+                  "evidence": route.evidence if route else None,
+                  "e2e": selectors.route_e2e_calls(raw) if route else None}
 
 
 def _detail_context(request, target, hardware, rollback_form=None, workload_form=None):

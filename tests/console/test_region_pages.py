@@ -77,3 +77,26 @@ def test_the_candidate_page_sends_a_deployer_to_the_regions_page_decided_against
     assert 'data-testid="promote-regions"' in page and 'data-testid="promote-dialog"' not in page
     regions = as_dana.get(reverse("candidate_regions", args=[small_rows.pk])).content.decode()
     assert 'name="based_on" value="0"' in regions and 'id="promote"' in regions
+
+
+def test_the_explain_gives_the_routes_e2e_calls_only_when_its_boxes_were_served_as_routes(as_dana, alice):
+    import copy
+
+    box = {"rows": [1, 5], "n_ctx": [4096, 131073]}
+    hits = [{"route": 0, "bounds": box, "kernel": "candidate", "calls": 6},
+            {"route": None, "bounds": None, "kernel": "default", "calls": 3}]
+    url = reverse("deployment", args=["dsa_topk", "h200"])
+    for routes, expected in ((None, "served the candidate at every shape, not in its boxes"),
+                             ([{"bounds": box, "kernel": "candidate"}], "this route took <strong>6</strong> top-k calls")):
+        report = copy.deepcopy(served_report())
+        report["stages"]["e2e"].update(route_hits=hits, routes=routes)
+        candidate = builders.evaluated(builders.make_run(alice), report, tag=f"routes {routes is not None}")
+        candidate_approve(candidate=candidate, actor=alice)
+        version = ServingConfig.objects.count()
+        response = as_dana.post(reverse("candidate_regions_promote", args=[candidate.pk]),
+                                {"based_on": str(version), "password": "dana-password-1"})
+        assert response.status_code == 302
+        page = as_dana.get(url, {"rows": "3", "n_ctx": "50000"}).content.decode()
+        assert f"serves it with <strong>c{candidate.pk}</strong>" in page
+        evaluation = candidate.evaluations.get()
+        assert expected in page and f"evaluation {evaluation.pk}" in page, page[page.find("route-e2e-calls"):][:400]
