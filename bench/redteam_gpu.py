@@ -1,10 +1,11 @@
 """Run red-team candidates through evaluate() without pytest (the GPU host has none) and check
 that each gets the finding its header names. Writes a JSON summary; exit 1 on any miss.
 
-    python bench/redteam_gpu.py OUT.json [--budget-s 150] [--all | name ...]
+    python bench/redteam_gpu.py OUT.json [--budget-s 150] [--resume EARLIER.json] [--all | name ...]
 
 --all runs every candidate file, the benchmark-side ones and the honest ones first (a run cut short by its
-budget still says the most). Each result keeps the benchmark's per-shape figures of a candidate that reached
+budget still says the most). --resume keeps the results of an earlier call and runs only the candidates it
+did not reach, so that a run longer than one device call is made in several. Each result keeps the benchmark's per-shape figures of a candidate that reached
 it (means, p99, slow share, ratio and A/A intervals), so a red-team run also counts A/A comparisons.
 """
 
@@ -45,12 +46,14 @@ def _bench_shapes(report: dict) -> list[dict]:
 def main(argv: list[str]) -> int:
     out = Path(argv[0])
     budget = 150.0
-    names = []
+    names, earlier = [], []
     rest = argv[1:]
     while rest:
         a = rest.pop(0)
         if a == "--budget-s":
             budget = float(rest.pop(0))
+        elif a == "--resume":
+            earlier = [r for r in json.loads(Path(rest.pop(0)).read_text()) if "verdict" in r]
         elif a == "--all":
             names += sorted((p.stem for p in CANDIDATES.glob("*.py")),
                             key=lambda n: (not n.startswith(("bench_", "honest_")), n))
@@ -58,8 +61,10 @@ def main(argv: list[str]) -> int:
             names.append(a)
     names = names or DEFAULT
     t0 = time.monotonic()
-    results, misses = [], 0
-    for name in names:
+    results = list(earlier)
+    misses = sum(not r["ok"] for r in earlier)
+    done = {r["name"] for r in earlier}
+    for name in (n for n in names if n not in done):
         if time.monotonic() - t0 > budget:
             results.append({"name": name, "skipped": "time budget"})
             continue
