@@ -5,8 +5,9 @@ that each gets the finding its header names. Writes a JSON summary; exit 1 on an
 
 --all runs every candidate file, the benchmark-side ones and the honest ones first (a run cut short by its
 budget still says the most). --resume keeps the results of an earlier call and runs only the candidates it
-did not reach, so that a run longer than one device call is made in several. Each result keeps the benchmark's per-shape figures of a candidate that reached
-it (means, p99, slow share, ratio and A/A intervals), so a red-team run also counts A/A comparisons.
+did not reach, so that a run longer than one device call is made in several. Each result keeps the
+benchmark's per-shape figures of a candidate that reached it (means, p99, slow share, ratio and A/A
+intervals), so a red-team run also counts A/A comparisons.
 """
 
 from __future__ import annotations

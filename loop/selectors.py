@@ -439,22 +439,23 @@ def audit_filter_choices() -> dict:
     }
 
 
-def route_e2e_calls(route: dict) -> dict:
-    """What the e2e run behind a serving route's evidence sent through it in one decode step per grid point
-    (docs/keep-rule.md, What the e2e run served): {"calls", "evaluation", "attempt"}, or {"calls": None,
-    "why"} when that run did not serve this route: no evidence, no counts, the candidate served at every
-    shape (its boxes were never measured end to end), or the promotion cut its box."""
-    evidence = route.get("evidence") if isinstance(route, dict) else None
+def route_e2e_calls(evidence: dict | None, bounds: dict) -> dict:
+    """What the e2e run behind a serving route's evidence sent through the route with these bounds, in one
+    decode step per grid point (docs/keep-rule.md, What the e2e run served): {"calls", "evaluation",
+    "attempt"}, or {"calls": None, "why"} when that run did not serve this route: no evidence, no counts,
+    the candidate served at every shape (its boxes were never measured end to end), or the promotion cut
+    its box."""
     evaluation = Evaluation.objects.filter(pk=(evidence or {}).get("evaluation")).first()
     if evaluation is None:
         return {"calls": None, "why": "its evidence names no evaluation"}
-    stage = ((evaluation.report or {}).get("stages") or {}).get("e2e") or {}
-    if not stage.get("route_hits"):
+    read = read_report(evaluation.report)
+    stage = read.stages.e2e if read else None
+    if stage is None or not stage.route_hits:
         return {"calls": None, "why": f"the e2e run of evaluation {evaluation.pk} reported no calls per route"}
-    if stage.get("routes") is None:
+    if stage.routes is None:
         return {"calls": None, "why": f"the e2e run of evaluation {evaluation.pk} served the candidate at every "
                                       "shape, not in its boxes (measure them end to end from its regions page)"}
-    row = next((r for r in stage["route_hits"] if r.get("bounds") == route.get("bounds")), None)
+    row = next((r for r in stage.route_hits if r.get("bounds") == bounds), None)
     if row is None:
         return {"calls": None, "why": f"no route of the e2e run of evaluation {evaluation.pk} has these bounds "
                                       "(the promotion cut its box around an earlier route)"}

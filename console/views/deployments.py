@@ -50,11 +50,10 @@ def _explain(request, current: ServingConfig) -> tuple[ExplainForm, dict | None]
     shape = {a: form.cleaned_data[a] for a in axes}
     table = impact._table(current)
     index, route = table.route_for(shape) if table else (None, None)
-    raw = (current.document.get("routes") or [])[index] if route else None
-    return form, {"shape": shape, "route": index, "kernel": impact.serving_owner(table, shape),
-                  "bounds": {a: [lo, hi] for a, lo, hi in route.bounds} if route else None,
+    bounds = {a: [lo, hi] for a, lo, hi in route.bounds} if route else None
+    return form, {"shape": shape, "route": index, "kernel": impact.serving_owner(table, shape), "bounds": bounds,
                   "evidence": route.evidence if route else None,
-                  "e2e": selectors.route_e2e_calls(raw) if route else None}
+                  "e2e": selectors.route_e2e_calls(route.evidence, bounds) if route else None}
 
 
 def _detail_context(request, target, hardware, rollback_form=None, workload_form=None):
@@ -148,14 +147,14 @@ def _e2e_route_hits(candidate: Candidate) -> dict | None:
     """What the e2e gate's dispatcher served in the candidate's latest report: calls per route over the
     grid and which routes served each point (gpu_worker/e2e/gate.py); None when the report has no counts."""
     evaluation = candidate.evaluations.order_by("-attempt").first()
-    stage = ((evaluation.report or {}).get("stages") or {}).get("e2e") or {} if evaluation else {}
-    if not stage.get("route_hits"):
+    read = selectors.read_report(evaluation.report) if evaluation else None
+    stage = read.stages.e2e if read else None
+    if stage is None or not stage.route_hits:
         return None
-    points = [{"batch": p.get("batch"), "context": p.get("context"),
-               "served": [r for r in p["route_hits"] if r.get("calls")]}
-              for p in stage.get("points") or [] if p.get("route_hits")]
-    return {"routes": stage["route_hits"], "points": points, "mode": stage.get("mode"),
-            "routed": stage.get("routes") is not None, "attempt": evaluation.attempt}
+    points = [{"batch": p.batch, "context": p.context, "served": [r for r in p.route_hits if r.get("calls")]}
+              for p in stage.points if p.route_hits]
+    return {"routes": stage.route_hits, "points": points, "mode": stage.mode, "routed": stage.routes is not None,
+            "attempt": evaluation.attempt}
 
 
 def _regions_context(request, candidate: Candidate, form=None) -> dict:

@@ -55,13 +55,12 @@ def _files(path: Path) -> list[Path]:
 _CANDIDATE_ARG = re.compile(r"--candidate\s+(\S+)")
 
 
-def records_for(folder: Path) -> list[dict]:
-    """The latest.json records a folder of reports takes (_files): its own, and a `reports/` folder's parent's."""
+def records_for(path: Path) -> list[dict]:
+    """The latest.json records that the reports under `path` take: those of the latest.json files _files finds."""
     records = []
-    for latest in (folder / "latest.json", folder.parent / "latest.json" if folder.name == "reports" else None):
-        if latest is not None and latest.is_file():
-            data = _read(latest)
-            records += [r for r in data if isinstance(r, dict)] if isinstance(data, list) else []
+    for file in _files(path):
+        data = _read(file) if file.name == "latest.json" else None
+        records += [r for r in data if isinstance(r, dict)] if isinstance(data, list) else []
     return records
 
 
