@@ -53,6 +53,34 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _cpu_by_part(stack: Stack) -> dict[str, float]:
+    """CPU seconds used so far (user + system) by each part of the stack, from /proc: the web workers (the
+    console's process tree), the loop worker, this driver, and PostgreSQL's backends for the benchmark's
+    database. Linux only; a part that cannot be read counts 0. Latency on a shared 2-core machine is noisy;
+    CPU per answered request is the figure that compares two versions of the server."""
+    tick = os.sysconf("SC_CLK_TCK")
+    stats = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            stats[int(entry.name)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / tick, cmdline)
+
+    def tree(root: int) -> float:
+        pids = {root}
+        for _ in range(4):  # gunicorn master -> workers (-> anything they start)
+            pids |= {pid for pid, (ppid, _, _) in stats.items() if ppid in pids}
+        return sum(stats[pid][1] for pid in pids if pid in stats)
+
+    console, loop_worker = stack.procs[0].pid, stack.procs[1].pid
+    return {"web": tree(console), "loop_worker": tree(loop_worker), "driver": stats.get(os.getpid(), (0, 0.0))[1],
+            "postgres": sum(cpu for _, cpu, cmd in stats.values()
+                            if stack.pg_name and cmd.startswith("postgres:") and f" {stack.pg_name} " in cmd)}
+
+
 def _pct(values: list[float], q: float) -> float | None:
     if not values:
         return None
@@ -486,6 +514,7 @@ async def drive(stack: Stack, world: dict, *, rate: float, duration_s: float, cl
             if status != 200:
                 errors += 1
 
+    cpu_before = _cpu_by_part(stack)
     t_start = time.monotonic()
     tasks = []
     total = int(rate * duration_s)
@@ -505,6 +534,7 @@ async def drive(stack: Stack, world: dict, *, rate: float, duration_s: float, cl
     unfinished = len(pending)
     errors += unfinished
     http_wall = time.monotonic() - t_start
+    cpu_after = _cpu_by_part(stack)
     stop.set()
     await asyncio.to_thread(prod.join, 30)
     await asyncio.sleep(3.0)  # in-flight pushes arrive
@@ -595,6 +625,11 @@ async def drive(stack: Stack, world: dict, *, rate: float, duration_s: float, cl
             "delivery_p99_ms": _pct(ws_latencies, 0.99),
         },
         "producer": counts,
+        # CPU seconds each part used during the load, and the web workers' and PostgreSQL's per answered request
+        "cpu_s": {part: round(cpu_after[part] - cpu_before[part], 2) for part in cpu_after},
+        "cpu_ms_per_request": {
+            part: round(1000 * (cpu_after[part] - cpu_before[part]) / max(1, len(latencies)), 2)
+            for part in ("web", "postgres")},
     }
 
 

@@ -228,7 +228,7 @@ ARK_AUDIT_ANCHOR = env("ARK_AUDIT_ANCHOR", default="")
 # Login throttling: django-axes counts failures per (normalised username, client address) in the database;
 # the console's login and the password re-entry on promote and rollback go through it (console/ratelimit.py).
 INSTALLED_APPS += ["axes", "csp"]
-AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "console.auth.PermissionsInOneQuery"]
 MIDDLEWARE += ["axes.middleware.AxesMiddleware"]
 AXES_FAILURE_LIMIT = ARK_LOGIN_MAX_FAILURES
 AXES_COOLOFF_TIME = __import__("datetime").timedelta(seconds=ARK_LOGIN_LOCKOUT_S)

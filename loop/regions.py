@@ -197,10 +197,11 @@ def grid_axes(target) -> tuple[str, str] | None:
     return tuple(info.grid) if info is not None and len(info.grid) == 2 else None
 
 
-def analyze_candidate_grid(candidate, *, baseline: str = "incumbent") -> GridAnalysis | None:
-    """The grid analysis of a candidate's latest evaluation under its run's policy; None when it was never
-    timed, its target has no grid, or its report lacks an axis."""
-    evaluation = candidate.evaluations.order_by("-attempt").first()
+def analyze_candidate_grid(candidate, *, baseline: str = "incumbent", evaluation=None) -> GridAnalysis | None:
+    """The grid analysis of a candidate's latest evaluation (read here unless the caller has it) under its run's
+    policy; None when it was never timed, its target has no grid, or its report lacks an axis."""
+    if evaluation is None:
+        evaluation = candidate.evaluations.order_by("-attempt").first()
     axes = grid_axes(candidate.run.thesis.target)
     if evaluation is None or axes is None:
         return None

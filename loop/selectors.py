@@ -49,10 +49,12 @@ def outcome_of(status: str) -> str:
     return "in_flight" if status in OPEN else status  # waiting to be sent counts too
 
 
-def run_progress(run: Run) -> dict:
-    """Budget used and candidates by outcome, for progress bars."""
-    by_status = Counter({row["status"]: row["n"]
-                         for row in run.candidates.order_by().values("status").annotate(n=Count("id"))})
+def run_progress(run: Run, by_status: Counter | None = None) -> dict:
+    """Budget used and candidates by outcome, for progress bars (`by_status`: the run's candidates counted by
+    status, where the caller has them)."""
+    if by_status is None:
+        by_status = Counter({row["status"]: row["n"]
+                             for row in run.candidates.order_by().values("status").annotate(n=Count("id"))})
     outcomes = Counter()
     for status, n in by_status.items():
         outcomes["in_flight" if status in OPEN else status] += n
@@ -71,8 +73,13 @@ def run_progress(run: Run) -> dict:
 
 
 def active_runs():
-    runs = Run.objects.filter(status__in=[Run.Status.RUNNING, Run.Status.PAUSED]).select_related("thesis__target")
-    return [run_progress(run) for run in runs]
+    """run_progress of every running or paused run, their candidates counted in one query."""
+    runs = list(Run.objects.filter(status__in=[Run.Status.RUNNING, Run.Status.PAUSED]).select_related("thesis__target"))
+    counts = {run.pk: Counter() for run in runs}
+    for row in (Candidate.objects.filter(run__in=runs).order_by().values("run_id", "status")
+                .annotate(n=Count("id"))):
+        counts[row["run_id"]][row["status"]] = row["n"]
+    return [run_progress(run, counts[run.pk]) for run in runs]
 
 
 def recent_decisions(limit: int = 15):
@@ -312,38 +319,37 @@ def serving_axis(target: Target) -> str | None:
 
 # --- run and candidate pages ---------------------------------------------------------------------------
 
-def _annotate(candidates):
-    """Attach the latest evaluation and decision to each candidate (prefetched, no query per row)."""
-    for candidate in candidates:
-        evaluations = list(candidate.evaluations.all())
-        decisions = list(candidate.decisions.all())
-        candidate.latest_evaluation = evaluations[-1] if evaluations else None
-        candidate.latest_decision = decisions[-1] if decisions else None
-        candidate.outcome = outcome_of(candidate.status)
-    return candidates
-
-
 # A run page lists this many candidates per page, newest first (every one awaiting review is on the first
 # page too): a run of hundreds of candidates rendered whole cost 0.4 s a request (docs/scaling.md).
 RUN_PAGE_ROWS = 50
 
 
-def _with_history(candidates):
-    """Candidates with their evaluations (without the report: a row needs only its figures) and decisions
-    prefetched, newest first."""
-    return candidates.select_related("parent").prefetch_related(
-        Prefetch("evaluations", queryset=Evaluation.objects.defer("report").order_by("attempt")),
-        Prefetch("decisions", queryset=Decision.objects.order_by("created", "id")),
-    ).order_by("-number")
+def _with_history(candidates) -> list[Candidate]:
+    """Candidates, newest first, each with its latest evaluation (without the report: a row needs only its
+    figures) and latest decision attached, and its outcome. Prefetched into plain lists: a row costs no query
+    and no related manager."""
+    rows = list(candidates.select_related("parent").prefetch_related(
+        Prefetch("evaluations", queryset=Evaluation.objects.defer("report").order_by("attempt"), to_attr="history"),
+        Prefetch("decisions", queryset=Decision.objects.order_by("created", "id"), to_attr="verdicts"),
+    ).order_by("-number"))
+    for candidate in rows:
+        candidate.latest_evaluation = candidate.history[-1] if candidate.history else None
+        candidate.latest_decision = candidate.verdicts[-1] if candidate.verdicts else None
+        candidate.outcome = outcome_of(candidate.status)
+    return rows
 
 
-def run_candidates(run: Run, page=1) -> tuple[list[Candidate], Page, int]:
+def run_candidates(run: Run, page=1) -> tuple[list[Candidate], Page, int, Counter]:
     """One page of the run's candidates (newest first) plus, on the first page, every candidate awaiting
-    review wherever it falls; the page itself, for the page links; and how many await review."""
-    page_of = Paginator(run.candidates.order_by("-number").values_list("pk", flat=True), RUN_PAGE_ROWS).get_page(page)
-    awaiting = set(run.candidates.filter(status=Candidate.Status.AWAITING_REVIEW).values_list("pk", flat=True))
+    review wherever it falls; the page itself, for the page links; how many await review; and the run's
+    candidates counted by status. One query of (pk, status) over the run gives the page, the awaiting and the
+    counts: a run of a few thousand candidates is a few thousand small rows."""
+    rows = list(run.candidates.order_by("-number").values_list("pk", "status"))
+    page_of = Paginator([pk for pk, _ in rows], RUN_PAGE_ROWS).get_page(page)
+    awaiting = {pk for pk, status in rows if status == Candidate.Status.AWAITING_REVIEW}
     shown = set(page_of.object_list) | (awaiting if page_of.number == 1 else set())
-    return _annotate(list(_with_history(run.candidates.filter(pk__in=shown)))), page_of, len(awaiting)
+    candidates = _with_history(run.candidates.filter(pk__in=shown))
+    return candidates, page_of, len(awaiting), Counter(status for _, status in rows)
 
 
 def best_so_far_series(run: Run) -> list[dict]:
@@ -368,16 +374,20 @@ def best_so_far_series(run: Run) -> list[dict]:
 
 
 def run_state(run: Run, page=1) -> dict:
-    candidates, page_of, awaiting = run_candidates(run, page)
+    candidates, page_of, awaiting, by_status = run_candidates(run, page)
     return {
-        "run": run, "candidates": candidates, "page": page_of, "progress": run_progress(run),
+        "run": run, "candidates": candidates, "page": page_of, "progress": run_progress(run, by_status),
         "awaiting": awaiting, "series": best_so_far_series(run), "cpu_mode": is_cpu_mode(run.hardware),
         "last_seq": last_seq(),
     }
 
 
 def candidate_state(candidate: Candidate) -> dict:
-    candidate = _annotate([candidate])[0]
+    evaluations = list(candidate.evaluations.order_by("attempt"))  # each with its report: read once
+    decisions = list(candidate.decisions.select_related("user").order_by("created", "id"))
+    candidate.latest_evaluation = evaluations[-1] if evaluations else None
+    candidate.latest_decision = decisions[-1] if decisions else None
+    candidate.outcome = outcome_of(candidate.status)
     evaluation = candidate.latest_evaluation
     report = evaluation.report if evaluation else {}
     read = read_report(report) or {}  # read once; each part below takes the Report as it is
@@ -390,8 +400,7 @@ def candidate_state(candidate: Candidate) -> dict:
         "report": report, "read": read, "shapes": benchmark_shapes(read, axis), "e2e": e2e_grid(read),
         "findings": guard_findings(read, candidate.source), "logs": report_logs(read),
         "timings_available": timings_available(read), "cpu_mode": is_cpu_mode(run.hardware),
-        "decisions": list(candidate.decisions.select_related("user").order_by("created", "id")),
-        "incumbent": incumbent, "evaluations": list(candidate.evaluations.order_by("attempt")),
+        "decisions": decisions, "incumbent": incumbent, "evaluations": evaluations,
         "last_seq": last_seq(),
     }
 

@@ -24,7 +24,12 @@ def hardware_waiting(hardware: str) -> dict | None:
     """None when a worker of this hardware kind is live; else {"text", "last_seen"}: "waiting for an h200
     worker; none seen since <time>" or "...; none has ever sent a heartbeat"."""
     last = Worker.objects.filter(hardware=hardware).aggregate(last=Max("last_heartbeat"))["last"]
-    if last is not None and last >= _deadline():
+    return _waiting(hardware, last, _deadline())
+
+
+def _waiting(hardware: str, last, deadline) -> dict | None:
+    """What hardware_waiting says, given the newest heartbeat of the kind (None: never)."""
+    if last is not None and last >= deadline:
         return None
     article = "an" if hardware[:1].lower() in VOWEL_SOUNDING else "a"
     if last is None:
@@ -50,9 +55,9 @@ def runs_waiting(runs) -> dict[int, dict]:
     for run in runs:
         if run.status not in (Run.Status.RUNNING, Run.Status.PAUSED) or run.imported_from:
             continue
-        seen = last.get(run.hardware)
-        if seen is None or seen < deadline:
-            waiting[run.pk] = hardware_waiting(run.hardware)
+        found = _waiting(run.hardware, last.get(run.hardware), deadline)
+        if found is not None:
+            waiting[run.pk] = found
     return waiting
 
 

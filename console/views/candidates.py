@@ -10,13 +10,13 @@ from loop.regions import analyze_candidate_grid, grid_axes
 LEFT_OUT_SHOWN = 3  # cells named on the candidate page; the regions page lists them all
 
 
-def region_summary(candidate) -> dict | None:
-    """What the candidate page says about the candidate's winning regions, or None when its target has no
-    two-axis grid (then the range dialog promotes it)."""
+def region_summary(candidate, evaluation=None) -> dict | None:
+    """What the candidate page says about the candidate's winning regions (from `evaluation`, its latest, where
+    the caller has read it), or None when its target has no two-axis grid (then the range dialog promotes it)."""
     axes = grid_axes(candidate.run.thesis.target)
     if axes is None:
         return None
-    grid = analyze_candidate_grid(candidate, baseline="default")
+    grid = analyze_candidate_grid(candidate, baseline="default", evaluation=evaluation)
     if grid is None:
         return {"axes": axes, "analysed": False}
     left = [f"{axes[0]} {c.row} x {axes[1]} {c.col}: {'; '.join(c.reasons)}"

@@ -100,7 +100,7 @@ def _candidate_context(request, candidate: Candidate, *, approve_form=None, veto
     state["ceilings"] = where_time.ceiling_points(state["read"])
     state["approve_form"] = approve_form or ApproveForm()
     state["veto_form"] = veto_form or VetoForm()
-    state["regions"] = region_summary(candidate)  # a two-axis target is promoted on its regions page
+    state["regions"] = region_summary(candidate, state["evaluation"])  # a two-axis target is promoted on its regions page
     state["promote_form"] = promote_form or PromoteForm(initial={"routes": routes_text}, user=request.user)
     state["promote_open"] = bool(promote_form is not None and promote_form.errors)
     # the version in force when the page was drawn: a promote decided against an older one is told (docs/domain.md)

@@ -48,7 +48,7 @@ def limited_database():
             "from django.contrib.sessions.backends.db import SessionStore\n"
             "u = get_user_model().objects.create_user('erin', password='erin-password-1')\n"
             "s = SessionStore(); s['_auth_user_id'] = str(u.pk)\n"
-            "s['_auth_user_backend'] = 'django.contrib.auth.backends.ModelBackend'\n"
+            "s['_auth_user_backend'] = 'console.auth.PermissionsInOneQuery'\n"
             "s['_auth_user_hash'] = u.get_session_auth_hash(); s.create(); print(s.session_key)")],
             cwd=ROOT, env=env, check=True, timeout=120, capture_output=True, text=True).stdout.split()[-1]
         yield {"url": url, "session": session, "role": name}
