@@ -328,7 +328,7 @@ def _with_history(candidates) -> list[Candidate]:
     """Candidates, newest first, each with its latest evaluation (without the report: a row needs only its
     figures) and latest decision attached, and its outcome. Prefetched into plain lists: a row costs no query
     and no related manager."""
-    rows = list(candidates.select_related("parent").prefetch_related(
+    rows = list(candidates.select_related("parent", "author").prefetch_related(
         Prefetch("evaluations", queryset=Evaluation.objects.defer("report").order_by("attempt"), to_attr="history"),
         Prefetch("decisions", queryset=Decision.objects.order_by("created", "id"), to_attr="verdicts"),
     ).order_by("-number"))
