@@ -72,14 +72,19 @@ def run_progress(run: Run, by_status: Counter | None = None) -> dict:
     }
 
 
-def active_runs():
-    """run_progress of every running or paused run, their candidates counted in one query."""
-    runs = list(Run.objects.filter(status__in=[Run.Status.RUNNING, Run.Status.PAUSED]).select_related("thesis__target"))
+def runs_progress(runs) -> list[dict]:
+    """run_progress of each of `runs`, their candidates counted in one query for all."""
+    runs = list(runs)
     counts = {run.pk: Counter() for run in runs}
     for row in (Candidate.objects.filter(run__in=runs).order_by().values("run_id", "status")
                 .annotate(n=Count("id"))):
         counts[row["run_id"]][row["status"]] = row["n"]
     return [run_progress(run, counts[run.pk]) for run in runs]
+
+
+def active_runs() -> list[dict]:
+    return runs_progress(Run.objects.filter(status__in=[Run.Status.RUNNING, Run.Status.PAUSED])
+                         .select_related("thesis__target"))
 
 
 def recent_decisions(limit: int = 15):

@@ -71,7 +71,7 @@ def thesis_detail(request, pk):
     return render(request, "console/theses/detail.html", {
         "thesis": thesis, "body_html": render_markdown(thesis.body),
         "constraints_html": render_markdown(thesis.constraints),
-        "runs": [selectors.run_progress(run) for run in thesis.runs.all()],
+        "runs": selectors.runs_progress(thesis.runs.all()),
         "run_form": RunStartForm(initial={"hardware": thesis.hardware}), "priority_form": PriorityForm(
             initial={"priority": thesis.priority}),
     })
@@ -129,6 +129,6 @@ def run_start(request, pk):
     return render(request, "console/theses/detail.html", {
         "thesis": thesis, "body_html": render_markdown(thesis.body),
         "constraints_html": render_markdown(thesis.constraints),
-        "runs": [selectors.run_progress(run) for run in thesis.runs.all()],
+        "runs": selectors.runs_progress(thesis.runs.all()),
         "run_form": form, "priority_form": PriorityForm(initial={"priority": thesis.priority}),
     }, status=400)

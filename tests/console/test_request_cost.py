@@ -30,6 +30,15 @@ def test_the_dashboard_costs_the_same_queries_for_one_active_run_and_for_five(al
     assert _queries(as_alice, reverse("dashboard")) == one
 
 
+def test_a_thesis_page_costs_the_same_queries_for_one_run_and_for_four(alice, as_alice):
+    first = builders.make_run(alice)
+    builders.evaluated(first, builders.passing_report())
+    one = _queries(as_alice, reverse("thesis", args=[first.thesis_id]))
+    for _ in range(3):
+        builders.evaluated(builders.make_run(alice, thesis=first.thesis), builders.passing_report())
+    assert _queries(as_alice, reverse("thesis", args=[first.thesis_id])) == one
+
+
 def test_a_run_page_costs_the_same_queries_for_three_candidates_and_for_sixty(alice, bob, as_alice):
     run = builders.make_run(alice, budget_candidates=100)
     for i in range(3):
