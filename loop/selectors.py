@@ -49,12 +49,9 @@ def outcome_of(status: str) -> str:
     return "in_flight" if status in OPEN else status  # waiting to be sent counts too
 
 
-def run_progress(run: Run, by_status: Counter | None = None) -> dict:
-    """Budget used and candidates by outcome, for progress bars (`by_status`: the run's candidates counted by
-    status, where the caller has them)."""
-    if by_status is None:
-        by_status = Counter({row["status"]: row["n"]
-                             for row in run.candidates.order_by().values("status").annotate(n=Count("id"))})
+def run_progress(run: Run, by_status: Counter) -> dict:
+    """Budget used and candidates by outcome, for progress bars, from the run's candidates counted by status
+    (runs_progress counts them for many runs in one query, run_candidates for one run's page)."""
     outcomes = Counter()
     for status, n in by_status.items():
         outcomes["in_flight" if status in OPEN else status] += n
@@ -338,10 +335,15 @@ def _with_history(candidates) -> list[Candidate]:
         Prefetch("decisions", queryset=Decision.objects.order_by("created", "id"), to_attr="verdicts"),
     ).order_by("-number"))
     for candidate in rows:
-        candidate.latest_evaluation = candidate.history[-1] if candidate.history else None
-        candidate.latest_decision = candidate.verdicts[-1] if candidate.verdicts else None
-        candidate.outcome = outcome_of(candidate.status)
+        _attach_latest(candidate, candidate.history, candidate.verdicts)
     return rows
+
+
+def _attach_latest(candidate: Candidate, evaluations: list, decisions: list) -> None:
+    """Give a candidate its latest evaluation and decision (from its lists, oldest first) and its outcome."""
+    candidate.latest_evaluation = evaluations[-1] if evaluations else None
+    candidate.latest_decision = decisions[-1] if decisions else None
+    candidate.outcome = outcome_of(candidate.status)
 
 
 def run_candidates(run: Run, page=1) -> tuple[list[Candidate], Page, int, Counter]:
@@ -390,9 +392,7 @@ def run_state(run: Run, page=1) -> dict:
 def candidate_state(candidate: Candidate) -> dict:
     evaluations = list(candidate.evaluations.order_by("attempt"))  # each with its report: read once
     decisions = list(candidate.decisions.select_related("user").order_by("created", "id"))
-    candidate.latest_evaluation = evaluations[-1] if evaluations else None
-    candidate.latest_decision = decisions[-1] if decisions else None
-    candidate.outcome = outcome_of(candidate.status)
+    _attach_latest(candidate, evaluations, decisions)
     evaluation = candidate.latest_evaluation
     report = evaluation.report if evaluation else {}
     read = read_report(report) or {}  # read once; each part below takes the Report as it is

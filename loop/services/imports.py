@@ -55,13 +55,14 @@ def _files(path: Path) -> list[Path]:
 _CANDIDATE_ARG = re.compile(r"--candidate\s+(\S+)")
 
 
+def _records_in(file: Path, data) -> list[dict]:
+    """The records of a latest.json file (its dicts); none for any other file."""
+    return [r for r in data if isinstance(r, dict)] if file.name == "latest.json" and isinstance(data, list) else []
+
+
 def records_for(path: Path) -> list[dict]:
     """The latest.json records that the reports under `path` take: those of the latest.json files _files finds."""
-    records = []
-    for file in _files(path):
-        data = _read(file) if file.name == "latest.json" else None
-        records += [r for r in data if isinstance(r, dict)] if isinstance(data, list) else []
-    return records
+    return [r for file in _files(path) if file.name == "latest.json" for r in _records_in(file, _read(file))]
 
 
 def _command_of(file: Path, records: list[dict]) -> str:
@@ -132,9 +133,8 @@ def reports_import(*, path: Path, actor, thesis: Thesis | None = None) -> list[R
     for file in files:
         data = _read(file)
         digest.update(file.name.encode() + b"\0" + file.read_bytes())
-        if isinstance(data, list) and file.name == "latest.json":
-            records.extend(r for r in data if isinstance(r, dict))
-        elif isinstance(data, dict) and data.get("schema") in (SCHEMA, SCHEMA_V1):
+        records += _records_in(file, data)
+        if isinstance(data, dict) and data.get("schema") in (SCHEMA, SCHEMA_V1):
             found.append((file, data))
     reports = [(file, *_read_report(file, data, records)) for file, data in found]  # after every latest.json
     if not reports:
