@@ -326,13 +326,25 @@ def serving_axis(target: Target) -> str | None:
 RUN_PAGE_ROWS = 50
 
 
+# What a run page's row shows and the staleness check reads (loop/staleness.py): the rest of a candidate (its
+# source, diff and params), its parent, and an evaluation's report and fingerprint stay in the database. Reading
+# whole rows was half of a run page's time (docs/scaling.md); a field missing here costs a query per row, which
+# tests/console/test_request_cost.py would see.
+ROW_FIELDS = ("run", "number", "proposer", "proposal", "author", "status", "stage", "attempt", "reason_code",
+              "reason_text", "measured_against", "measured_config_version")
+ROW_EVALUATION_FIELDS = ("candidate", "attempt", "geomean_speedup", "speedup_ci_lo", "speedup_ci_hi", "e2e_delta")
+ROW_DECISION_FIELDS = ("candidate", "verdict", "reason_code", "reason_text", "created")
+
+
 def _with_history(candidates) -> list[Candidate]:
-    """Candidates, newest first, each with its latest evaluation (without the report: a row needs only its
-    figures) and latest decision attached, and its outcome. Prefetched into plain lists: a row costs no query
-    and no related manager."""
-    rows = list(candidates.select_related("parent", "author").prefetch_related(
-        Prefetch("evaluations", queryset=Evaluation.objects.defer("report").order_by("attempt"), to_attr="history"),
-        Prefetch("decisions", queryset=Decision.objects.order_by("created", "id"), to_attr="verdicts"),
+    """Candidates, newest first, as a run page's rows: each with its latest evaluation and latest decision
+    attached (ROW_* fields only), and its outcome. Prefetched into plain lists: a row costs no query and no
+    related manager."""
+    rows = list(candidates.only(*ROW_FIELDS).select_related("author").prefetch_related(
+        Prefetch("evaluations", queryset=Evaluation.objects.only(*ROW_EVALUATION_FIELDS).order_by("attempt"),
+                 to_attr="history"),
+        Prefetch("decisions", queryset=Decision.objects.only(*ROW_DECISION_FIELDS).order_by("created", "id"),
+                 to_attr="verdicts"),
     ).order_by("-number"))
     for candidate in rows:
         _attach_latest(candidate, candidate.history, candidate.verdicts)
