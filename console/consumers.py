@@ -29,5 +29,13 @@ class EventConsumer(AsyncJsonWebsocketConsumer):
     async def receive_json(self, content, **kwargs):
         """Clients send nothing that changes state; anything sent is ignored."""
 
+    async def dispatch(self, message):
+        """An event is forwarded as it came, without the database: Channels' own dispatch would first hop to a
+        thread to close stale database connections, once per event per socket (docs/scaling.md, Events)."""
+        if message["type"] == "ark.event":
+            await self.ark_event(message)
+        else:
+            await super().dispatch(message)
+
     async def ark_event(self, message):
         await self.send_json({k: v for k, v in message.items() if k != "type"})

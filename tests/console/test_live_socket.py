@@ -86,3 +86,24 @@ async def test_a_run_socket_names_the_newest_event_of_its_own_run(alice, bob):
     communicator = await _socket(bob, f"/ws/runs/{quiet.pk}/")
     assert await communicator.receive_json_from(timeout=10) == {"joined": f"run-{quiet.pk}", "seq": quiet_newest}
     await communicator.disconnect()
+
+
+async def test_an_event_reaches_its_socket_without_a_hop_to_the_database_thread(alice, bob, monkeypatch):
+    """Channels' dispatch closes stale database connections on a thread before every handler: once per event
+    per socket, for a handler that reads no database. The consumer forwards events without it."""
+    import channels.consumer
+
+    hops = []
+
+    async def counted():
+        hops.append(1)
+
+    monkeypatch.setattr(channels.consumer, "aclose_old_connections", counted)
+    run = await sync_to_async(builders.make_run)(alice)
+    communicator = await _socket(bob, f"/ws/runs/{run.pk}/")
+    await communicator.receive_json_from(timeout=10)
+    hops.clear()  # the connect went through Channels' dispatch, as it should
+    await sync_to_async(builders.submit)(run, tag="hop")
+    assert (await communicator.receive_json_from(timeout=10))["event"] == "candidate.proposed"
+    assert hops == []
+    await communicator.disconnect()
