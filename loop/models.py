@@ -215,7 +215,7 @@ class Event(models.Model):
     chains to the previous one so that `manage.py verify_audit` finds a tampered row."""
 
     type = models.CharField(max_length=64, db_index=True)
-    actor = models.CharField(max_length=150)
+    actor = models.CharField(max_length=150, db_index=True)  # the audit page's filter steps through it
     subject_type = models.CharField(max_length=32, blank=True)
     subject_id = models.CharField(max_length=64, blank=True)
     run_id = models.BigIntegerField(null=True, blank=True, db_index=True)

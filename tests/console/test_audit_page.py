@@ -34,6 +34,17 @@ def test_the_audit_page_filters_by_event_run_reason_and_person(as_charlie, histo
     assert rows(verdict="revert") == ["candidate.reverted"]
 
 
+def test_the_filter_offers_every_event_type_and_person_of_the_log_in_order(as_charlie, history):
+    """The choices step through the log's indexes (loop.selectors._distinct_values) instead of reading the
+    whole log: they must still be exactly the log's distinct values, sorted as the database sorts them."""
+    from loop.models import Event
+
+    choices = as_charlie.get(reverse("audit")).context["choices"]
+    for column, key in (("type", "types"), ("actor", "actors")):
+        expected = list(Event.objects.order_by(column).values_list(column, flat=True).distinct())
+        assert len(expected) >= 2 and choices[key] == expected
+
+
 def test_the_csv_export_follows_the_filter_and_defuses_formulas(as_charlie, history):
     response = as_charlie.get(reverse("audit_csv"), {"actor": "bob"})
     rows = list(csv.reader(io.StringIO(response.content.decode())))
