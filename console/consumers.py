@@ -30,8 +30,9 @@ class EventConsumer(AsyncJsonWebsocketConsumer):
         """Clients send nothing that changes state; anything sent is ignored."""
 
     async def dispatch(self, message):
-        """An event is forwarded as it came, without the database: Channels' own dispatch would first hop to a
-        thread to close stale database connections, once per event per socket (docs/scaling.md, Events)."""
+        """An event is forwarded as it came, without the database: Channels' own dispatch would first hop to
+        a thread to close stale database connections, once per event per socket (docs/scaling.md, "Events,
+        per socket")."""
         if message["type"] == "ark.event":
             await self.ark_event(message)
         else:
