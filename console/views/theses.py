@@ -66,15 +66,19 @@ def thesis_new(request):
     return _thesis_form(request, form, None, thesis_services.thesis_create, "Thesis created.")
 
 
-def thesis_detail(request, pk):
-    thesis = get_object_or_404(Thesis.objects.select_related("owner", "target"), pk=pk)
+def _thesis_page(request, thesis, run_form, status=200):
+    """A thesis page: its text, its runs' progress, and the run form (a fresh one, or one with its errors)."""
     return render(request, "console/theses/detail.html", {
         "thesis": thesis, "body_html": render_markdown(thesis.body),
         "constraints_html": render_markdown(thesis.constraints),
         "runs": selectors.runs_progress(thesis.runs.all()),
-        "run_form": RunStartForm(initial={"hardware": thesis.hardware}), "priority_form": PriorityForm(
-            initial={"priority": thesis.priority}),
-    })
+        "run_form": run_form, "priority_form": PriorityForm(initial={"priority": thesis.priority}),
+    }, status=status)
+
+
+def thesis_detail(request, pk):
+    thesis = get_object_or_404(Thesis.objects.select_related("owner", "target"), pk=pk)
+    return _thesis_page(request, thesis, RunStartForm(initial={"hardware": thesis.hardware}))
 
 
 def thesis_edit(request, pk):
@@ -126,9 +130,4 @@ def run_start(request, pk):
         else:
             messages.success(request, f"Run {run.pk} started.")
             return redirect("run", pk=run.pk)
-    return render(request, "console/theses/detail.html", {
-        "thesis": thesis, "body_html": render_markdown(thesis.body),
-        "constraints_html": render_markdown(thesis.constraints),
-        "runs": selectors.runs_progress(thesis.runs.all()),
-        "run_form": form, "priority_form": PriorityForm(initial={"priority": thesis.priority}),
-    }, status=400)
+    return _thesis_page(request, thesis, form, status=400)
