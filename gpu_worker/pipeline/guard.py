@@ -42,6 +42,7 @@ from .guard_rules import (
     TORCH_ALLOWED,
     TORCH_CUDA_ALLOWED,
     TORCH_SUBMODULE_CODES,
+    TRITON_SUBMODULE_CODES,
 )
 
 
@@ -50,6 +51,9 @@ def _finding(code: str, message: str, node: ast.AST | None = None) -> dict:
 
 
 def _module_code(module: str) -> str | None:
+    for prefix, code in TRITON_SUBMODULE_CODES.items():
+        if module == prefix or module.startswith(prefix + "."):
+            return code
     if any(module == a or module.startswith(a + ".") for a in ALLOWED_MODULES if a != "torch"):
         return None
     if module == "torch" or module.startswith("torch."):
@@ -115,6 +119,46 @@ def _reached(full: str) -> tuple[tuple[str, str, str | None], ...]:
             # (a method descriptor such as torch.Tensor.view belongs to the class already judged)
             out.append((prefix, "object", type(value).__module__ or ""))
     return tuple(out)
+
+
+def _is_module(full: str) -> bool:
+    """Whether a dotted path from an imported name is a module object (torch, triton.language, torch.cuda)."""
+    if "." not in full:
+        return True  # an alias without a dot is a top-level `import x` (or `y = x` of one)
+    steps = _reached(full)
+    return bool(steps) and steps[-1][0] == full and steps[-1][1] == "module"
+
+
+def _module_value_ok(node) -> bool:
+    """A module may be named only where the guard keeps following it: as the base of an attribute
+    (torch.empty), called, probed by hasattr (a bool), or bound to a plain name (c = torch.cuda), which the
+    alias table tracks."""
+    parent = getattr(node, "_parent", None)
+    if isinstance(parent, ast.Attribute) and parent.value is node:
+        return True
+    if isinstance(parent, ast.Call) and (parent.func is node or (  # or probed: hasattr(tl.extra.cuda, "x")
+            isinstance(parent.func, ast.Name) and parent.func.id == "hasattr" and parent.args[:1] == [node])):
+        return True
+    return (isinstance(parent, ast.Assign) and parent.value is node
+            and all(isinstance(t, ast.Name) for t in parent.targets))
+
+
+def _own_attribute(node: ast.Attribute) -> bool:
+    """`self.x = ...` inside a method of a class the candidate defines, where `self` is the method's own
+    first parameter and never bound again there: the one attribute store a candidate may make."""
+    if not (isinstance(node.value, ast.Name) and node.value.id == "self"):
+        return False
+    fn = getattr(node, "_parent", None)
+    while fn is not None and not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+        fn = getattr(fn, "_parent", None)
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or not isinstance(getattr(fn, "_parent", None),
+                                                                                      ast.ClassDef):
+        return False
+    params = fn.args.posonlyargs + fn.args.args
+    if not params or params[0].arg != "self":
+        return False
+    return not any(isinstance(n, ast.Name) and n.id == "self" and not isinstance(n.ctx, ast.Load)
+                   for n in ast.walk(fn))
 
 
 def _format_fields(text: str) -> list[str]:
@@ -242,6 +286,11 @@ class _Visitor(ast.NodeVisitor):
                 self.add(code, f"{prefix} is defined in {where}, outside the allowed modules", node)
                 return
 
+    def _module_as_value(self, full: str, node):
+        self.add("guard:introspection", f"the module {full} used as a value (in a container, an argument, a "
+                 "default, a loop...): the guard follows a module only by its name, so a candidate names it there",
+                 node)
+
     def visit_MatchClass(self, node):
         # `case object(os=m)` reads obj.os by a name that is no attribute node; positional sub-patterns read
         # the attributes a class's __match_args__ names. Only a bare type test (`case int():`) stays.
@@ -283,6 +332,12 @@ class _Visitor(ast.NodeVisitor):
             self._check_dotted(full, node)
             if isinstance(node.ctx, (ast.Store, ast.Del)):
                 self.add("guard:harness", f"assignment to {full}: candidates may not patch modules", node)
+            elif _is_module(full) and not _module_value_ok(node):
+                self._module_as_value(full, node)
+        elif isinstance(node.ctx, (ast.Store, ast.Del)) and not _own_attribute(node):
+            self.add("guard:harness", f"assignment to .{node.attr} of an object the candidate did not make: state "
+                     "outside the candidate's own variables (and `self` in its own classes) is not its to change",
+                     node)
         elif full is None and isinstance(node.ctx, ast.Load) and node.attr in self.forbidden:
             # called or taken as a value (f = x.topk): the same op either way
             self.add("guard:torch_fallback", f".{node.attr}: the torch op this target replaces", node)
@@ -299,6 +354,8 @@ class _Visitor(ast.NodeVisitor):
             self.loaded.add(node.id)
             if node.id in self.aliases:
                 self._check_dotted(self.aliases[node.id], node)
+                if _is_module(self.aliases[node.id]) and not _module_value_ok(node):
+                    self._module_as_value(self.aliases[node.id], node)
         elif node.id in self.aliases and "." in self.aliases[node.id]:
             pass
         self.generic_visit(node)

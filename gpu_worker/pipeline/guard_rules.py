@@ -50,6 +50,10 @@ TORCH_SUBMODULE_CODES = {
     "torch.seed": "guard:torch_flags", "torch.random": "guard:torch_flags",
     "torch.use_deterministic_algorithms": "guard:torch_flags",
 }
+# triton.<sub> modules that carry their own finding. Triton's options (debug mode, compile flags, hooks,
+# the environment it reads them from) are process-wide: the benchmark child compiles the incumbent and the
+# default in the same process, so a candidate that changed them would change the kernels it is compared with.
+TRITON_SUBMODULE_CODES = {"triton.knobs": "guard:torch_flags"}
 TORCH_CUDA_ALLOWED = {"current_stream", "current_device", "get_device_properties", "device_count",
                       "is_available", "get_device_capability"}
 MODULE_CODES = {

@@ -21,6 +21,7 @@ import os
 import stat
 import sys
 import threading
+import warnings
 # The builtins this module calls, bound as its own globals: a candidate that rebinds or deletes one in
 # the builtins module must not blind (or crash) the check that reports it.
 from builtins import (AttributeError, Exception, OSError, any, bool, dict, getattr, isinstance, len, list, set,
@@ -58,6 +59,18 @@ WATCHED_ATTRIBUTES = (
     "torch.utils._python_dispatch:TorchDispatchMode.__exit__",
     # not Triton's JITFunction.run: the launch log (child_run.LaunchLog) wraps it after arm(), on purpose
 )
+# Process-wide options that the other kernels of this child (the incumbent, its A/A copy, the default)
+# compile or run under: Triton's knobs (every group: debug mode, compile flags, hooks), the environment
+# variables Triton, torch and the math libraries read them from, and torch's numerics flags. A candidate that
+# changed one would change the kernels it is compared with (docs/benchmark.md, "Traps").
+WATCHED_ENV_PREFIXES = ("TRITON_", "TORCH", "PYTORCH_", "CUBLAS", "CUDNN", "NVIDIA_TF32", "CUDA_LAUNCH_BLOCKING",
+                        "CUDA_DEVICE_MAX_CONNECTIONS", "OMP_", "MKL_")
+TORCH_OPTIONS = ("torch:get_float32_matmul_precision()", "torch:are_deterministic_algorithms_enabled()",
+                 "torch:get_default_dtype()", "torch:get_num_threads()",
+                 "torch.backends.cuda:matmul.allow_tf32", "torch.backends.cuda:matmul.allow_fp16_reduced_precision_reduction",
+                 "torch.backends.cuda:matmul.allow_bf16_reduced_precision_reduction",
+                 "torch.backends.cudnn:enabled", "torch.backends.cudnn:benchmark", "torch.backends.cudnn:deterministic",
+                 "torch.backends.cudnn:allow_tf32")
 IGNORED_BUILTINS = {"_"}  # the interactive interpreter's last value, never read by the harness
 
 _state: dict | None = None
@@ -96,6 +109,45 @@ def _fd_identity(fd: int):
     except OSError as e:
         return ("closed", e.errno)
     return (st.st_dev, st.st_ino, stat.S_IFMT(st.st_mode))
+
+
+def _option(spec: str):
+    """The value of one TORCH_OPTIONS entry ('module:attr.path' or 'module:function()'), _MISSING if absent."""
+    module_name, _, path = spec.partition(":")
+    value = sys.modules.get(module_name, _MISSING)
+    call = path.endswith("()")
+    for part in path.rstrip("()").split("."):
+        value = getattr(value, part, _MISSING)
+    if call and value is not _MISSING:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                value = value()
+        except Exception:
+            value = _MISSING
+    return value
+
+
+def _process_options() -> dict[str, object]:
+    """Name -> value of every process-wide option the compared kernels depend on (see TORCH_OPTIONS)."""
+    out = {f"the environment variable {k}": v for k, v in os.environ.items() if k.startswith(WATCHED_ENV_PREFIXES)}
+    knobs = sys.modules.get("triton.knobs")
+    base = getattr(knobs, "base_knobs", None)
+    for group_name, group in sorted(vars(knobs).items()) if isinstance(base, type) else ():
+        if not isinstance(group, base):
+            continue
+        for name in sorted(set(dir(type(group))) | set(vars(group))):
+            if name.startswith("_"):
+                continue
+            try:
+                value = getattr(group, name)
+            except Exception:
+                continue
+            calls = getattr(value, "calls", None)  # a HookChain: the hooks it holds
+            out[f"triton.knobs.{group_name}.{name}"] = tuple(calls) if isinstance(calls, list) else value
+    for spec in TORCH_OPTIONS:
+        out[spec.replace(":", ".")] = _option(spec)
+    return out
 
 
 def _members(module) -> dict[str, object]:
@@ -157,8 +209,9 @@ def arm(*, writer=None, result_fd: int | None = None, extra_modules: tuple[str, 
     # local: taken when armed, so what it records is the module as the candidate will find it
     import importlib
 
-    for name in HARNESS_MODULES + tuple(extra_modules):
+    for name in HARNESS_MODULES + tuple(extra_modules) + ("triton.knobs",):
         try:  # bench_child is imported lazily by the harness; arm sees it now, before the candidate can
+            # (and Triton's options: a candidate's `import triton` must not look like options added)
             importlib.import_module(name)
         except Exception:
             pass
@@ -178,6 +231,7 @@ def arm(*, writer=None, result_fd: int | None = None, extra_modules: tuple[str, 
         "harness": {},
         "writer": (writer, type(writer), dict(vars(writer))) if writer is not None else None,
         "fd": (result_fd, _fd_identity(result_fd)) if result_fd is not None else None,
+        "options": _process_options(),
     }
     # taken last, so that this module's own _state is already the dict it will stay
     _state["harness"] = {name: _members(sys.modules[name]) for name in HARNESS_MODULES + tuple(extra_modules)
@@ -226,6 +280,13 @@ def check() -> list[dict]:
         fd, identity = s["fd"]
         if _fd_identity(fd) != identity:
             findings.append(_finding("the result pipe"))
+    # Only options the harness saw at arm(): on an H200 a Triton or CUDA first use adds one of its own, so an
+    # added name is no evidence (the guard refuses the roads a candidate would add one by: os, triton.knobs).
+    options = _process_options()
+    changed = sorted(k for k, v in s["options"].items() if not _same(options.get(k, _MISSING), v))
+    if changed:
+        findings.append(_finding(f"process-wide options the compared kernels compile or run under "
+                                 f"({', '.join(changed[:4])}{', ...' if len(changed) > 4 else ''})"))
     findings.extend(thread_findings())
     return findings
 

@@ -95,3 +95,33 @@ def test_a_class_pattern_that_reads_attributes_is_refused():
     assert "guard:introspection" in _codes("def g(m):\n    match m:\n        case complex(r, i):\n            return r")
     assert _codes("def g(m):\n    match m:\n        case int():\n            return 1\n        case _:\n"
                   "            return 0") == set()
+
+
+def test_a_module_used_as_a_value_is_refused_wherever_the_names_lose_it():
+    # in a container, unpacked, as a default, returned by a lambda, as a loop variable, as an argument
+    for snippet in ("_m = [torch]\nx = _m[0].cuda.is_current_stream_capturing()",
+                    "(_t,) = (torch,)", "_d = {'t': torch.cuda}", "def g(m=torch.cuda):\n    return m",
+                    "g = lambda: tl", "for _t in (torch,):\n    pass", "x = len([triton.language])",
+                    "_m: object = torch"):
+        assert "guard:introspection" in _codes(snippet), snippet
+    # named: the base of an attribute, a plain alias the guard follows, a hasattr probe (a bool)
+    for snippet in ("x = torch.int32", "lang = triton.language\ny = lang.float32",
+                    "p = hasattr(tl.extra.cuda, 'gdc_wait')", "dtypes = [torch.float32, torch.bfloat16]"):
+        assert _codes(snippet) == set(), snippet
+
+
+def test_an_attribute_store_is_the_candidates_own_self_only():
+    for snippet in ("_c = [torch.Tensor]\n_c[0].clone = len", "def g(o):\n    o.x = 1",
+                    "class K:\n    def f(self, o):\n        o.x = 1",
+                    "class K:\n    def f(self):\n        self = [torch.Tensor][0]\n        self.x = 1",
+                    "class K:\n    def f(self):\n        def inner():\n            self.x = 1\n        return inner",
+                    "def g(self):\n    self.x = 1"):
+        assert "guard:harness" in _codes(snippet), snippet
+    assert _codes("class K:\n    def __init__(self, n):\n        self.n = n\n        self.n += 1") == set()
+
+
+def test_tritons_process_wide_options_are_the_harnesss():
+    for snippet in ("x = triton.knobs.runtime.debug", "triton.knobs.setenv('TRITON_DEBUG', '1')",
+                    "triton.knobs.runtime.launch_enter_hook.add(len)", "from triton import knobs",
+                    "x = [triton.knobs.runtime]"):
+        assert "guard:torch_flags" in _codes(snippet), snippet

@@ -20,6 +20,7 @@ PRELUDE = textwrap.dedent('''\
     from gpu_worker.pipeline import tamper, protocol, child_run
     r, w = os.pipe()
     out = protocol.Writer(w)
+    os.environ["TRITON_CACHE_DIR"] = "/tmp/triton-cache"
     tamper.arm(writer=out, result_fd=w)
     before = tamper.check()
     # the candidate's module, as child_run loads it: code in it runs with __name__ == "ark_candidate"
@@ -54,6 +55,13 @@ def _in_candidate(code: str) -> str:
     ("del builtins.sorted", "builtins (sorted)"),
     ("sys.modules['time'] = types.ModuleType('time')", "sys.modules entries (time)"),
     ("os.dup2(os.open(os.devnull, os.O_WRONLY), w)", "the result pipe"),
+    # process-wide options the incumbent and the default compile or run under in the same child
+    ("import triton\ntriton.knobs.runtime.debug = not triton.knobs.runtime.debug", "triton.knobs.runtime.debug"),
+    ("import triton\ntriton.knobs.runtime.launch_enter_hook.add(lambda *a, **k: None)",
+     "triton.knobs.runtime.launch_enter_hook"),
+    ("os.environ['TRITON_CACHE_DIR'] = '/tmp/elsewhere'", "the environment variable TRITON_CACHE_DIR"),
+    ("torch.use_deterministic_algorithms(True)", "torch.are_deterministic_algorithms_enabled()"),
+    ("torch.backends.cudnn.benchmark = not torch.backends.cudnn.benchmark", "torch.backends.cudnn.benchmark"),
 ])
 def test_each_change_to_what_the_harness_relies_on_is_named(body, names):
     before, after = _check(body)
