@@ -139,8 +139,9 @@ def _module_value_ok(node) -> bool:
     if isinstance(parent, ast.Call) and (parent.func is node or (  # or probed: hasattr(tl.extra.cuda, "x")
             isinstance(parent.func, ast.Name) and parent.func.id == "hasattr" and parent.args[:1] == [node])):
         return True
-    return (isinstance(parent, ast.Assign) and parent.value is node
-            and all(isinstance(t, ast.Name) for t in parent.targets))
+    return (isinstance(parent, ast.Assign) and parent.value is node  # (a class attribute is no name it tracks)
+            and all(isinstance(t, ast.Name) for t in parent.targets)
+            and not isinstance(getattr(parent, "_parent", None), ast.ClassDef))
 
 
 def _own_attribute(node: ast.Attribute) -> bool:
@@ -184,7 +185,13 @@ class _Visitor(ast.NodeVisitor):
         self.findings.append(_finding(code, message, node))
 
     # imports -------------------------------------------------------------------------------------
+    def _in_class_body(self, node):
+        if isinstance(getattr(node, "_parent", None), ast.ClassDef):
+            self.add("guard:introspection", "an import in a class body binds a class attribute, which the guard "
+                     "does not follow: import at the top of the file", node)
+
     def visit_Import(self, node):
+        self._in_class_body(node)
         for a in node.names:
             self._check_import(a.name, node)
             if a.asname:
@@ -193,6 +200,7 @@ class _Visitor(ast.NodeVisitor):
                 self.aliases[a.name.split(".")[0]] = a.name.split(".")[0]
 
     def visit_ImportFrom(self, node):
+        self._in_class_body(node)
         if node.level:
             self.add("guard:forbidden_import", "relative import", node)
             return

@@ -102,7 +102,8 @@ def test_a_module_used_as_a_value_is_refused_wherever_the_names_lose_it():
     for snippet in ("_m = [torch]\nx = _m[0].cuda.is_current_stream_capturing()",
                     "(_t,) = (torch,)", "_d = {'t': torch.cuda}", "def g(m=torch.cuda):\n    return m",
                     "g = lambda: tl", "for _t in (torch,):\n    pass", "x = len([triton.language])",
-                    "_m: object = torch"):
+                    "_m: object = torch", "class A:\n    m = torch\nx = A.m.cuda.is_current_stream_capturing()",
+                    "class A:\n    import math as mm\nx = A.mm.sqrt(2)", "def g():\n    m = torch.cuda\n    return m"):
         assert "guard:introspection" in _codes(snippet), snippet
     # named: the base of an attribute, a plain alias the guard follows, a hasattr probe (a bool)
     for snippet in ("x = torch.int32", "lang = triton.language\ny = lang.float32",
