@@ -53,7 +53,12 @@ TORCH_SUBMODULE_CODES = {
 # triton.<sub> modules that carry their own finding. Triton's options (debug mode, compile flags, hooks,
 # the environment it reads them from) are process-wide: the benchmark child compiles the incumbent and the
 # default in the same process, so a candidate that changed them would change the kernels it is compared with.
-TRITON_SUBMODULE_CODES = {"triton.knobs": "guard:torch_flags"}
+# Its driver hands out raw streams and device state, its cache and compiler write and load the binaries every
+# kernel of the process runs (the incumbent's too), its testing module times: none is a kernel file's business.
+TRITON_SUBMODULE_CODES = {"triton.knobs": "guard:torch_flags", "triton.runtime.driver": "guard:stream",
+                          "triton.runtime.cache": "guard:file", "triton.runtime.build": "guard:native_code",
+                          "triton.compiler": "guard:native_code", "triton.backends": "guard:native_code",
+                          "triton.testing": "guard:harness"}
 TORCH_CUDA_ALLOWED = {"current_stream", "current_device", "get_device_properties", "device_count",
                       "is_available", "get_device_capability"}
 MODULE_CODES = {

@@ -2,7 +2,7 @@
 with no import of pathlib and no attribute named after a module: reads the host's password file at import
 and leaves each call's answer in /dev/shm for a later candidate. The kernel itself is honest.
 target: dsa_topk
-expect: guard:file
+expect: guard:file|guard:native_code
 """
 import torch
 import triton
