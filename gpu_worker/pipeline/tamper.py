@@ -63,11 +63,12 @@ WATCHED_ATTRIBUTES = (
 # compile or run under: Triton's knobs (every group: debug mode, compile flags, hooks), the environment
 # variables Triton, torch and the math libraries read them from, and torch's numerics flags. A candidate that
 # changed one would change the kernels it is compared with (docs/benchmark.md, "Traps").
-WATCHED_ENV_PREFIXES = ("TRITON_", "TORCH", "PYTORCH_", "CUBLAS", "CUDNN", "NVIDIA_TF32", "CUDA_LAUNCH_BLOCKING",
-                        "CUDA_DEVICE_MAX_CONNECTIONS", "OMP_", "MKL_")
+WATCHED_ENV_PREFIXES = ("TRITON_", "CUTE_DSL_", "TORCH", "PYTORCH_", "CUBLAS", "CUDNN", "NVIDIA_TF32",
+                        "CUDA_LAUNCH_BLOCKING", "CUDA_DEVICE_MAX_CONNECTIONS", "OMP_", "MKL_")
 TORCH_OPTIONS = ("torch:get_float32_matmul_precision()", "torch:are_deterministic_algorithms_enabled()",
                  "torch:get_default_dtype()", "torch:get_num_threads()",
-                 "torch.backends.cuda:matmul.allow_tf32", "torch.backends.cuda:matmul.allow_fp16_reduced_precision_reduction",
+                 "torch.backends.cuda:matmul.allow_tf32",
+                 "torch.backends.cuda:matmul.allow_fp16_reduced_precision_reduction",
                  "torch.backends.cuda:matmul.allow_bf16_reduced_precision_reduction",
                  "torch.backends.cudnn:enabled", "torch.backends.cudnn:benchmark", "torch.backends.cudnn:deterministic",
                  "torch.backends.cudnn:allow_tf32")
