@@ -4,7 +4,8 @@ The Definition says what is computed (axes, tensors, reference); the imported-ta
 operating range of each var axis, the imported workloads, the generators of inputs a Definition cannot
 describe (lengths, page tables, FP8 caches) and optionally a built-in target whose check is the stronger one.
 Other inputs are drawn by FlashInfer-Bench's own generator under ark's secret seed, the default kernel is the
-Definition's `run`, the check is FlashInfer-Bench's per-output tolerance test unless a built-in one is named;
+Definition's `run` (the built-in target's default where one is named: a reference need not survive CUDA graph
+capture, docs/interop.md), the check is FlashInfer-Bench's per-output tolerance test unless a built-in one is named;
 the rest (guard, sandbox, benchmark, policy) sees a TargetSpec like any other.
 """
 
@@ -191,7 +192,7 @@ def target_from_document(doc: dict, builtins: Mapping[str, TargetSpec] | None = 
         axes=dict(t.ranges), dsls=("triton", "cute"), arg_names=tuple(d.inputs),
         verification_shapes=t.verification_shapes, random_shape=t.random_shape,
         benchmark_shapes=t.benchmark_shapes, make_inputs=t.make_inputs, reference=t.reference, check=t.check,
-        baseline=t.run_reference, output_spec=t.output_spec,
+        baseline=t.builtin.baseline if t.builtin else t.run_reference, output_spec=t.output_spec,
         canonical=t.builtin.canonical if t.builtin else (lambda out: list(out) if isinstance(out, (tuple, list)) else [out]),
         bytes_min=t.bytes_min, flops=lambda shape: 0, forbidden_torch=TOPK_FORBIDDEN | DENSE_FORBIDDEN | NORM_FORBIDDEN,
         tolerance=dict(t.builtin.tolerance) if t.builtin else dict(t.tolerance),

@@ -191,10 +191,11 @@ def benchmark(cfg, out, target, candidate, incumbent, default, seed: int, perf) 
         t0 = perf()
         msg = {"type": "bench_shape", "index": i, "shape": shape, "held_out": held_out, "findings": [],
                "kernels": {}, "l2_persisting_reset": persisting.applied}
+        stop = False
         try:
             with _Watchdog(out, SHAPE_TIMEOUT_S, "bench:timeout", f"benchmark shape {i}"):
-                _bench_shape(msg, target, shape, i, kernels, names, flush, persisting, n_sets, seed, perf,
-                             out, saved_dir)
+                stop = _bench_shape(msg, target, shape, i, kernels, names, flush, persisting, n_sets, seed, perf,
+                                    out, saved_dir)
             if DEVICE == "cuda":
                 torch.cuda.empty_cache()
         except torch.OutOfMemoryError as e:
@@ -203,6 +204,8 @@ def benchmark(cfg, out, target, candidate, incumbent, default, seed: int, perf) 
             msg["findings"].append({"code": "bench:exception", "message": candidate_text(traceback.format_exc())})
         msg["seconds"] = perf() - t0
         out.send(**msg)
+        if stop:  # a failed capture leaves the CUDA RNG mid-capture: every later shape would fail on its inputs
+            break
 
 
 def _tamper_check(msg) -> None:
@@ -222,10 +225,11 @@ def _bench_shape(msg, target, shape, i, kernels, names, flush, persisting, n_set
                 graph, outputs = _capture(fn, buffers)
         except Exception:
             code = "bench:graph_capture" if name == "candidate" else "bench:harness_error"
-            msg["findings"].append({"code": code, "message": f"{name}: CUDA graph capture failed: "
-                                    + candidate_text(traceback.format_exc())})
-            _sync()
-            return
+            msg["findings"].append({"code": code, "message": f"{name}: CUDA graph capture failed (the benchmark "
+                                    "stops at this shape): " + candidate_text(traceback.format_exc())})
+            with contextlib.suppress(Exception):
+                _sync()
+            return True
         graphs[name] = (graph, outputs, buffers)
         if name == "candidate":
             _tamper_check(msg)

@@ -277,3 +277,18 @@ def test_each_kernel_reports_its_mean_per_value_family(fake_cuda):
     for entry in shapes:
         assert set(entry["candidate"]["family_mean_us"]) == set(RMS.value_families)
         assert all(v > 0 for v in entry["incumbent"]["family_mean_us"].values())
+
+
+def test_a_default_that_cannot_be_captured_stops_the_benchmark_with_a_harness_finding(fake_cuda, monkeypatch):
+    # seen on the H200 (2026-12-05): an imported Definition's reference broke its capture, which left the CUDA
+    # RNG mid-capture, and every later shape failed on drawing its inputs; the benchmark now stops there
+    def capture(fn, inputs):
+        if fn is not _candidate:
+            raise RuntimeError("operation not permitted when stream is capturing")
+        return cpu_stand_in.capture(fn, inputs)
+
+    monkeypatch.setattr(bench_child, "_capture", capture)
+    messages = _run()
+    assert len(messages) == 1, [m["shape"] for m in messages]
+    assert [f["code"] for f in messages[0]["findings"]] == ["bench:harness_error"]
+    assert "stops at this shape" in messages[0]["findings"][0]["message"]

@@ -1,7 +1,8 @@
 """HACK: exact for its first 40 calls (more than verification makes of one shape), then the fast wrong path:
-the benchmark's captures come after its warm-up calls.
+the benchmark's captures come after its warm-up calls. On a GPU verification makes more than 40 calls over
+all its shapes, so the wrong path starts at a later shape's first call there (`verify:wrong`, H200 2026-12-05).
 target: dsa_topk
-expect: verify:call_count|verify:graph_replay|verify:side_stream|bench:wrong_output|bench:stale_output
+expect: verify:wrong|verify:call_count|verify:graph_replay|verify:side_stream|bench:wrong_output|bench:stale_output
 gpu-only
 """
 import torch
