@@ -3,7 +3,7 @@
 Each file's docstring says `target: <name>` and `expect: <code>[|<code>...]` (or `pass`), and
 `gpu-only` for hacks that only a GPU run can expose (CUDA-graph capture, timing); catalog.py reads it and
 bundles the candidates that are a shared kernel of kernels/ with one shortcut. On an H200 they run
-through bench/redteam_gpu.py; what each got there is in bench/results/h200/redteam_gpu.md."""
+through bench/redteam_gpu.py; what each got there is in bench/results/h200/ (INDEX.md lists the records)."""
 
 import pytest
 
