@@ -215,6 +215,7 @@ def _tamper_check(msg) -> None:
 
 
 def _bench_shape(msg, target, shape, i, kernels, names, flush, persisting, n_sets, seed, perf, out, saved_dir):
+    """Time one shape into `msg`; True when the benchmark must stop here (a kernel's capture failed)."""
     capture_inputs = target.make_inputs(shape, derive_seed(seed, "bench", i, "capture"), DEVICE)
     graphs = {}
     for name, fn in kernels:

@@ -294,7 +294,9 @@ class _Visitor(ast.NodeVisitor):
                 self.add(code, f"{prefix} is defined in {where}, outside the allowed modules", node)
                 return
 
-    def _module_as_value(self, full: str, node):
+    def _check_module_value(self, full: str, node):
+        if not _is_module(full) or _module_value_ok(node):
+            return
         self.add("guard:introspection", f"the module {full} used as a value (in a container, an argument, a "
                  "default, a loop...): the guard follows a module only by its name, so a candidate names it there",
                  node)
@@ -340,8 +342,8 @@ class _Visitor(ast.NodeVisitor):
             self._check_dotted(full, node)
             if isinstance(node.ctx, (ast.Store, ast.Del)):
                 self.add("guard:harness", f"assignment to {full}: candidates may not patch modules", node)
-            elif _is_module(full) and not _module_value_ok(node):
-                self._module_as_value(full, node)
+            else:
+                self._check_module_value(full, node)
         elif isinstance(node.ctx, (ast.Store, ast.Del)) and not _own_attribute(node):
             self.add("guard:harness", f"assignment to .{node.attr} of an object the candidate did not make: state "
                      "outside the candidate's own variables (and `self` in its own classes) is not its to change",
@@ -362,8 +364,7 @@ class _Visitor(ast.NodeVisitor):
             self.loaded.add(node.id)
             if node.id in self.aliases:
                 self._check_dotted(self.aliases[node.id], node)
-                if _is_module(self.aliases[node.id]) and not _module_value_ok(node):
-                    self._module_as_value(self.aliases[node.id], node)
+                self._check_module_value(self.aliases[node.id], node)
         elif node.id in self.aliases and "." in self.aliases[node.id]:
             pass
         self.generic_visit(node)

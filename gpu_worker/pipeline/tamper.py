@@ -114,12 +114,9 @@ def _fd_identity(fd: int):
 
 def _option(spec: str):
     """The value of one TORCH_OPTIONS entry ('module:attr.path' or 'module:function()'), _MISSING if absent."""
-    module_name, _, path = spec.partition(":")
-    value = sys.modules.get(module_name, _MISSING)
-    call = path.endswith("()")
-    for part in path.rstrip("()").split("."):
-        value = getattr(value, part, _MISSING)
-    if call and value is not _MISSING:
+    found = _resolve(spec.removesuffix("()"))
+    value = _MISSING if found is None else found[2]
+    if spec.endswith("()") and value is not _MISSING:
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
