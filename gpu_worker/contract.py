@@ -175,6 +175,7 @@ class KernelTiming(Record):
     slow_fraction: float | None = None   # share of calls slower than 3x the median
     calls: int | None = None
     host_us: float | None = None         # host wall time per replay, the cross-check of the events
+    host_event_us: float | None = None   # the events of those same host-timed replays
     stale_replays: int | None = None
     family_mean_us: dict | None = None   # mean per input-value family: where a slow tail comes from
 

@@ -17,13 +17,14 @@ import contextlib
 import ctypes
 import os
 import threading
+import time
 import traceback
 from pathlib import Path
 
 import torch
 
 from ..targets.base import as_outputs
-from . import profile, tamper
+from . import profile, stats, tamper
 from .protocol import candidate_text, derive_seed
 
 L2_FLUSH_BYTES = 256 << 20  # > 60 MB of H200 L2
@@ -31,6 +32,7 @@ SETS = {"smoke": 64, "full": 128}  # input sets per shape, each timed once per k
 SAVED_SETS = 4  # candidate replay outputs per shape saved for the parent's referee
 HELD_OUT = 2  # shapes drawn per run from the operating range, never shown to a proposer
 HOST_REPLAYS = 10
+HOST_TRIES = 3  # host-timed blocks tried before a gap between the clocks counts
 CAPTURE_TIMEOUT_S = 60.0  # a capture that hangs (a sync inside capture, say) ends the child at once
 SHAPE_TIMEOUT_S = 240.0
 DEVICE = "cuda"  # tests swap in "cpu" together with a fake capture
@@ -66,6 +68,32 @@ def _sync() -> None:
 
 def _event():
     return torch.cuda.Event(enable_timing=True)
+
+
+def _host_timed(replay, perf) -> tuple[float, float]:
+    """(host wall time, event time) per replay, medians of single synchronised replays, each bracketed by
+    both clocks, so that the two compare the same replays. A machine-wide slow spell slows both alike; a
+    gap that goes away on a second try was the host's, not the candidate's (docs/benchmark.md)."""
+    best = None
+    for _ in range(HOST_TRIES):
+        host, events = [], []
+        for _ in range(HOST_REPLAYS):  # medians of single replays: robust to a preemption
+            start, end = _event(), _event()
+            _sync()
+            h0 = perf()
+            start.record()
+            replay()
+            end.record()
+            _sync()
+            host.append((perf() - h0) * 1e6)
+            events.append(start.elapsed_time(end) * 1000.0)
+        pair = (sorted(host)[len(host) // 2], sorted(events)[len(events) // 2])
+        if best is None or pair[0] - pair[1] < best[0] - best[1]:
+            best = pair
+        if not stats.host_gap(*best):
+            break
+        time.sleep(0.05)
+    return best
 
 
 class _Watchdog:
@@ -277,14 +305,8 @@ def _bench_shape(msg, target, shape, i, kernels, names, flush, persisting, n_set
     _tamper_check(msg)  # the replays ran candidate kernels only, but its Python ran at capture: check again
     for name in names:
         times = [s.elapsed_time(e) * 1000.0 for s, e in zip(starts[name], ends[name])]
-        host = []
-        for _ in range(HOST_REPLAYS):  # median of single synchronised replays: robust to a preemption
-            _sync()
-            h0 = perf()
-            graphs[name][0].replay()
-            _sync()
-            host.append((perf() - h0) * 1e6)
-        msg["kernels"][name] = {"times_us": times, "host_us": sorted(host)[len(host) // 2],
+        host_us, host_event_us = _host_timed(graphs[name][0].replay, perf)
+        msg["kernels"][name] = {"times_us": times, "host_us": host_us, "host_event_us": host_event_us,
                                 "stale_replays": stale if name == "candidate" else None}
     if DEVICE == "cuda":  # where the time goes: a few profiled replays after the timed ones, never scored
         try:

@@ -101,3 +101,9 @@ def summarize_shapes(ratio_samples: list[np.ndarray], ratios: list[float], floor
     lo, hi = np.percentile(np.exp(-logs), [2.5, 97.5])
     return {"geomean_speedup": speedup, "geomean_ci95": [float(lo), float(hi)],
             "floor_fraction": geomean([f for f in floor_fractions if f])}
+
+
+def host_gap(host_us: float, event_us: float) -> bool:
+    """Whether a replay took far longer on the host's clock than its own events say: GPU work the events
+    do not bracket (docs/benchmark.md, "Traps")."""
+    return host_us > 3 * event_us + 50

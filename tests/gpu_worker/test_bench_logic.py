@@ -292,3 +292,44 @@ def test_a_default_that_cannot_be_captured_stops_the_benchmark_with_a_harness_fi
     assert len(messages) == 1, [m["shape"] for m in messages]
     assert [f["code"] for f in messages[0]["findings"]] == ["bench:harness_error"]
     assert "stops at this shape" in messages[0]["findings"][0]["message"]
+
+
+def _timed_with_slow_syncs(monkeypatch, slow_syncs: int):
+    """_host_timed over an instant replay whose first `slow_syncs` synchronisations wait 2 ms: GPU work that
+    finishes after the replay's end event, as seen from the host."""
+    calls = {"n": 0}
+
+    def sync():
+        calls["n"] += 1
+        end = time.perf_counter() + (0.002 if calls["n"] <= slow_syncs else 0)
+        while time.perf_counter() < end:  # a busy wait: the retry's pause is patched out below
+            pass
+
+    cpu_stand_in.bench_on_cpu(monkeypatch.setattr, sets=12, held_out=1)
+    monkeypatch.setattr(bench_child, "_sync", sync)
+    monkeypatch.setattr(bench_child.time, "sleep", lambda s: None)
+    return bench_child._host_timed(lambda: None, time.perf_counter)
+
+
+def test_work_outside_the_events_of_the_host_timed_replays_is_a_gap_on_every_try(monkeypatch):
+    host, events = _timed_with_slow_syncs(monkeypatch, slow_syncs=10 ** 6)
+    assert host > 2000 and events < 100
+    assert bench_child.stats.host_gap(host, events)
+
+
+def test_a_slow_spell_of_the_host_is_retried_instead_of_failing_an_honest_kernel(monkeypatch):
+    # the whole first block of host-timed replays is slow (two syncs per replay), the second is not
+    host, events = _timed_with_slow_syncs(monkeypatch, slow_syncs=2 * bench_child.HOST_REPLAYS)
+    assert not bench_child.stats.host_gap(host, events) and host < 1000
+
+
+def test_the_host_check_compares_the_host_timed_replays_with_their_own_events(fake_cuda):
+    messages = _run()
+    k = messages[0]["kernels"]["candidate"]
+    assert k["host_event_us"] is not None and k["host_event_us"] <= k["host_us"]
+    k["host_us"], k["host_event_us"] = 5000.0, 10.0   # the events of the same replays saw a tenth of it
+    findings = bench_results(messages, RMS, None, wall_s=1e9)[0]
+    assert [f["shape_index"] for f in findings if "host wall time" in f["message"]] == [0]
+    k["host_event_us"] = 4000.0                        # a slow input set, seen alike by both clocks
+    findings = bench_results(messages, RMS, None, wall_s=1e9)[0]
+    assert not [f for f in findings if "host wall time" in f["message"]]
