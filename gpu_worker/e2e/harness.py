@@ -37,6 +37,10 @@ PROFILES = {
     "h200": HarnessConfig(
         profile="h200", preset="mini", batches=(1, 8, 32), contexts=(8192, 32768, 131072), graphs=True
     ),
+    # the same grid on an H100 (80 GB): the mini preset's cache at B = 32, L = 128K fits either card
+    "h100": HarnessConfig(
+        profile="h100", preset="mini", batches=(1, 8, 32), contexts=(8192, 32768, 131072), graphs=True
+    ),
     "cpu": HarnessConfig(profile="cpu", preset="tiny", batches=(1, 3), contexts=(48, 200), graphs=False),
 }
 

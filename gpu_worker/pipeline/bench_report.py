@@ -34,6 +34,7 @@ def bench_results(messages: list[dict], target, ceil: dict | None, wall_s: float
             times = k[name]["times_us"]
             block_s += sum(times) * 1e-6
             entry[name] = dict(stats.kernel_stats(times), host_us=k[name].get("host_us"),
+                               host_event_us=k[name].get("host_event_us"),
                                stale_replays=k[name].get("stale_replays"),
                                family_mean_us=stats.family_means(times, m.get("families")))
         claimed_s += block_s
