@@ -103,12 +103,15 @@ class _Imported:
         return (dict(high, values="normal"),) if self.ok(high) and high not in listed else ()
 
     def random_shape(self, profile: str, seed: int) -> Shape:
+        """A shape drawn log-uniformly from the declared range: anywhere in it on a GPU (the verification's
+        drawn shape and the benchmark's held-out ones), within the interpreter's budget on a CPU host."""
+        budget = math.inf if torch.cuda.is_available() else CPU_ELEMENTS
         rnd = random.Random(seed)
         for _ in range(100):
             shape = {a: round(math.exp(rnd.uniform(math.log(max(lo, 1)), math.log(max(hi, 1)))))
                      if hi > lo else lo for a, (lo, hi) in self.ranges.items()}
             shape = {a: min(max(v, self.ranges[a][0]), self.ranges[a][1]) for a, v in shape.items()}
-            if self.ok(shape) and self.largest_input(shape) <= CPU_ELEMENTS:
+            if self.ok(shape) and self.largest_input(shape) <= budget:
                 return dict(shape, values="normal")
         return dict(self.verification_shapes(profile)[0])
 

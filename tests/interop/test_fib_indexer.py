@@ -163,3 +163,21 @@ def test_a_gpu_verifies_every_axis_at_its_end_at_once_and_a_cpu_host_does_not():
     one_axis = target_from_document(build_document(TEXT, ranges=["batch_size=2:3", "num_pages=96:96",
                                                                   "max_num_pages=40:40"], **SIDECAR), builtins=TARGETS)
     assert one_axis.gpu_shapes == ()  # one var axis: its high end is already one of the listed ends
+
+
+def test_held_out_shapes_spread_over_the_declared_range_on_a_gpu(monkeypatch):
+    """The production range (the one bench/fib_eval_h200.sh declares): its smallest cache is past a CPU host's
+    budget, so every CPU draw falls back to the low corner; on a GPU the held-out draws spread over the range
+    (on an H100 both had come out at the low corner, the same as a listed shape)."""
+    from gpu_worker.pipeline.bench_child import held_out_shapes
+
+    wide = target_from_document(build_document(TEXT, ranges=["batch_size=1:64", "num_pages=2048:8192",
+                                                              "max_num_pages=64:2048"], **SIDECAR), builtins=TARGETS)
+    low = {"batch_size": 1, "num_pages": 2048, "max_num_pages": 64}
+    axes = lambda s: {a: s[a] for a in low}  # noqa: E731
+    assert [axes(wide.random_shape("full", s)) for s in range(3)] == [low] * 3   # a CPU host: the low corner
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    drawn = [axes(s) for seed in range(8) for s in held_out_shapes(wide, seed)]
+    assert len({tuple(sorted(d.items())) for d in drawn}) >= 12 and low not in drawn
+    assert all(1 <= d["batch_size"] <= 64 and 2048 <= d["num_pages"] <= 8192 and 64 <= d["max_num_pages"] <= 2048
+               for d in drawn)
