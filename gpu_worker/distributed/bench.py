@@ -101,15 +101,20 @@ def benchmark(cfg, target, candidate, incumbent, default, comm, seed: int, send)
                 times = [s.elapsed_time(e) * 1000.0 for s, e in zip(starts[name], ends[name])]
                 want = torch.stack([expected[name][r % n_sets] for r in range(rounds)])
                 stale = int((prints[name] != want).any(1).sum())
-                host = []
+                host, host_events = [], []  # each replay on both clocks, as in pipeline/bench_child.py
                 for _ in range(HOST_REPLAYS):
+                    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                     dist.barrier(group=comm.group)
                     torch.cuda.synchronize()
                     h0 = time.perf_counter()
+                    start.record()
                     graphs[name][0][0].replay()
+                    end.record()
                     torch.cuda.synchronize()
                     host.append((time.perf_counter() - h0) * 1e6)
+                    host_events.append(start.elapsed_time(end) * 1000.0)
                 host_us = sorted(host)[len(host) // 2]
+                host_event_us = sorted(host_events)[len(host_events) // 2]
                 check = {"pass": True, "max_error": 0.0, "message": ""}
                 if name == "candidate" or stale:
                     for j, inputs in enumerate(sets):
@@ -120,7 +125,8 @@ def benchmark(cfg, target, candidate, incumbent, default, comm, seed: int, send)
                         check = {"pass": ok_, "max_error": err, "message": message}
                         if not ok_:
                             break
-                msg["kernels"][name] = {"times_us": times, "host_us": host_us, "stale_replays": stale, "check": check}
+                msg["kernels"][name] = {"times_us": times, "host_us": host_us, "host_event_us": host_event_us,
+                                        "stale_replays": stale, "check": check}
                 if name == "candidate" and stale:
                     msg["findings"].append({"code": "bench:stale_output", "message":
                                             f"{stale} of {rounds} timed replays left outputs that differ from "
@@ -159,6 +165,7 @@ def merge_ranks(messages: list[dict]) -> list[dict]:
                 "times_us": [max(k["times_us"][r] for k in per_rank) for r in range(rounds)],
                 "times_us_by_rank": [k["times_us"][:rounds] for k in per_rank],
                 "host_us": max((k.get("host_us") or 0.0) for k in per_rank),
+                "host_event_us": max((k.get("host_event_us") or 0.0) for k in per_rank) or None,
                 "stale_replays": sum(k.get("stale_replays") or 0 for k in per_rank),
             }
         merged.append(out)
