@@ -174,7 +174,7 @@ def test_held_out_shapes_spread_over_the_declared_range_on_a_gpu(monkeypatch):
     wide = target_from_document(build_document(TEXT, ranges=["batch_size=1:64", "num_pages=2048:8192",
                                                               "max_num_pages=64:2048"], **SIDECAR), builtins=TARGETS)
     low = {"batch_size": 1, "num_pages": 2048, "max_num_pages": 64}
-    axes = lambda s: {a: s[a] for a in low}  # noqa: E731
+    axes = lambda s: {a: s[a] for a in low}
     assert [axes(wide.random_shape("full", s)) for s in range(3)] == [low] * 3   # a CPU host: the low corner
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     drawn = [axes(s) for seed in range(8) for s in held_out_shapes(wide, seed)]
