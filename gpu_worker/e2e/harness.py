@@ -37,8 +37,8 @@ PROFILES = {
     "h200": HarnessConfig(
         profile="h200", preset="mini", batches=(1, 8, 32), contexts=(8192, 32768, 131072), graphs=True
     ),
-    # the same grid on an H100 (80 GB): the mini preset's caches at B = 32, L = 128K are about 22 GB (4 layers,
-    # per token a 576-wide bf16 latent and a 128-byte FP8 index key)
+    # the same grid on an H100 (80 GB): the mini preset's caches at B = 32, L = 128K are about 22 GB
+    # (4 layers; per token a 576-wide bf16 latent and a 128-byte FP8 index key)
     "h100": HarnessConfig(
         profile="h100", preset="mini", batches=(1, 8, 32), contexts=(8192, 32768, 131072), graphs=True
     ),
