@@ -50,16 +50,19 @@ def _finding(code: str, message: str, node: ast.AST | None = None) -> dict:
     return {"code": code, "message": message, "line": getattr(node, "lineno", None)}
 
 
+def _prefix_of(name: str, prefixes) -> str | None:
+    """The first of `prefixes` that is `name` or a package above it (torch.cuda for torch.cuda.graphs)."""
+    return next((p for p in prefixes if name == p or name.startswith(p + ".")), None)
+
+
 def _module_code(module: str) -> str | None:
-    for prefix, code in TRITON_SUBMODULE_CODES.items():
-        if module == prefix or module.startswith(prefix + "."):
-            return code
-    if any(module == a or module.startswith(a + ".") for a in ALLOWED_MODULES if a != "torch"):
+    if (prefix := _prefix_of(module, TRITON_SUBMODULE_CODES)) is not None:
+        return TRITON_SUBMODULE_CODES[prefix]
+    if _prefix_of(module, (a for a in ALLOWED_MODULES if a != "torch")) is not None:
         return None
     if module == "torch" or module.startswith("torch."):
-        for prefix, code in TORCH_SUBMODULE_CODES.items():
-            if module == prefix or module.startswith(prefix + "."):
-                return code
+        if (prefix := _prefix_of(module, TORCH_SUBMODULE_CODES)) is not None:
+            return TORCH_SUBMODULE_CODES[prefix]
         if module.startswith("torch._"):
             return "guard:introspection"
         return None if module in ALLOWED_MODULES or module.startswith("torch.cuda") else "guard:forbidden_import"
@@ -248,10 +251,9 @@ class _Visitor(ast.NodeVisitor):
             self.add(code, f"{parts[0]}.{parts[1]} is not on the list of what a candidate may take from "
                      f"{parts[0]}", node)
         if parts[0] == "torch":
-            for prefix, code in TORCH_SUBMODULE_CODES.items():
-                if full == prefix or full.startswith(prefix + "."):
-                    self.add(code, f"use of {prefix}", node)
-                    return
+            if (prefix := _prefix_of(full, TORCH_SUBMODULE_CODES)) is not None:
+                self.add(TORCH_SUBMODULE_CODES[prefix], f"use of {prefix}", node)
+                return
             if len(parts) > 2 and parts[1] == "cuda" and parts[2] not in TORCH_CUDA_ALLOWED:
                 self.add("guard:stream", f"torch.cuda.{parts[2]}: streams, events, graphs and device state "
                          "belong to the harness", node)
