@@ -6,7 +6,7 @@ a run under a changed grid or mode cannot pass as a score.
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 
 @dataclass(frozen=True)
@@ -33,15 +33,13 @@ class HarnessConfig:
         return hashlib.sha256(json.dumps(self.as_dict(), sort_keys=True).encode()).hexdigest()
 
 
+_H200 = HarnessConfig(profile="h200", preset="mini", batches=(1, 8, 32), contexts=(8192, 32768, 131072),
+                      graphs=True)
 PROFILES = {
-    "h200": HarnessConfig(
-        profile="h200", preset="mini", batches=(1, 8, 32), contexts=(8192, 32768, 131072), graphs=True
-    ),
+    "h200": _H200,
     # the same grid on an H100 (80 GB): the mini preset's caches at B = 32, L = 128K are about 22 GB
     # (4 layers; per token a 576-wide bf16 latent and a 128-byte FP8 index key)
-    "h100": HarnessConfig(
-        profile="h100", preset="mini", batches=(1, 8, 32), contexts=(8192, 32768, 131072), graphs=True
-    ),
+    "h100": replace(_H200, profile="h100"),
     "cpu": HarnessConfig(profile="cpu", preset="tiny", batches=(1, 3), contexts=(48, 200), graphs=False),
 }
 

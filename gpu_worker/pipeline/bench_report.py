@@ -65,7 +65,7 @@ def bench_results(messages: list[dict], target, ceil: dict | None, wall_s: float
         if host and stats.host_gap(host, events):
             findings.append({"code": "bench:timing_mismatch", "shape_index": m["index"],
                              "message": f"host wall time per replay {host:.1f} us vs {events:.1f} us by the events "
-                                        "of the same replays, on three tries"})
+                                        "of the same replays"})
         if m.get("profile") is not None:
             entry["profile"] = m["profile"]
         into = held if held_out else listed
