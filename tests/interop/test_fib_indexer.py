@@ -15,6 +15,7 @@ pytest.importorskip("flashinfer_bench", reason="the fib extra (flashinfer-bench)
 from gpu_worker.fib.document import DocumentError
 from gpu_worker.fib.reader import build_document
 from gpu_worker.fib.target import _Imported, target_from_document
+from gpu_worker.pipeline.bench_child import held_out_shapes
 from gpu_worker.targets import TARGETS
 from gpu_worker.targets import dsa_indexer_topk_fp8 as builtin
 
@@ -169,8 +170,6 @@ def test_held_out_shapes_spread_over_the_declared_range_on_a_gpu(monkeypatch):
     """The production range (the one bench/fib_eval_h200.sh declares): its smallest cache is past a CPU host's
     budget, so every CPU draw falls back to the low corner; on a GPU the held-out draws spread over the range
     (on an H100 both had come out at the low corner, the same as a listed shape)."""
-    from gpu_worker.pipeline.bench_child import held_out_shapes
-
     wide = target_from_document(build_document(TEXT, ranges=["batch_size=1:64", "num_pages=2048:8192",
                                                               "max_num_pages=64:2048"], **SIDECAR), builtins=TARGETS)
     low = {"batch_size": 1, "num_pages": 2048, "max_num_pages": 64}
