@@ -22,6 +22,19 @@ Two steps:
       python3 bench/peers_h200.py run --out $OUT/peers.json
     loads var/fi/topk.so when it is there and loads, else JIT-builds the module as FlashInfer does (cached
     under $FLASHINFER_WORKSPACE_BASE, default ~, so a second call on a warm machine reuses it).
+
+The FP8 indexer (dsa_indexer_topk_fp8) against DeepGEMM's `fp8_paged_mqa_logits`, the public kernel that
+serving engines call for DeepSeek-V3.2's indexer (logits only; the engine runs a top-k after it):
+  prepare-deepgemm (this machine): python bench/peers_h200.py prepare-deepgemm --src DEEPGEMM_CHECKOUT
+    packs var/dg/src.tgz from a DeepGEMM checkout with its submodules (git clone --recursive): the package,
+    its C++ sources and the CUTLASS/CuTe and fmt headers its build and its JIT need. Nothing is compiled here:
+    its extension links the device's CUDA torch.
+  run (the device, var/dg carried):
+      python3 bench/peers_h200.py run --target dsa_indexer_topk_fp8 --out $OUT/fp8_peers.json
+    builds the extension with torch.utils.cpp_extension (cached under $DG_BUILD_DIR, default ~/dg-build) and
+    times, on the same fresh input sets: the target's default, ark's best, DeepGEMM's logits + masked
+    torch.topk, DeepGEMM's logits + ark's dsa_topk best (both mapped to global token ids through the block
+    table, as the contract asks), and DeepGEMM's logits alone (not an answer: unchecked, for the split).
 """
 
 from __future__ import annotations
@@ -41,6 +54,7 @@ from types import SimpleNamespace
 
 ROOT = Path(__file__).resolve().parents[1]
 FI_DIR = ROOT / "var" / "fi"
+DG_DIR = ROOT / "var" / "dg"
 FI_VERSION = "0.7.4"
 TVM_FFI_VERSION = "0.1.15.post2"  # flashinfer-python 0.7.4 asks for apache-tvm-ffi>=0.1.11,<0.2
 CURAND = "nvidia-curand==10.4.5.25"
@@ -202,6 +216,36 @@ def build_here(args) -> None:
     print(f"built var/fi/topk.so in {time.time() - t0:.0f} s")
 
 
+def prepare_deepgemm(args) -> None:
+    """var/dg/src.tgz: what building DeepGEMM's extension and running its JIT need, from a checkout."""
+    src = Path(args.src).resolve()
+    need = ["csrc/python_api.cpp", "deep_gemm/__init__.py", "deep_gemm/include/deep_gemm",
+            "third-party/cutlass/include/cute", "third-party/cutlass/include/cutlass", "third-party/fmt/include/fmt"]
+    missing = [n for n in need if not (src / n).exists()]
+    if missing:
+        raise SystemExit(f"{src} is not a DeepGEMM checkout with its submodules (git clone --recursive): "
+                         f"missing {', '.join(missing)}")
+    commit = args.commit
+    if not commit:
+        got = subprocess.run(["git", "-C", str(src), "rev-parse", "HEAD"], capture_output=True, text=True,
+                             check=False)
+        commit = got.stdout.strip() if got.returncode == 0 else "unknown"
+
+    def no_cache(info):
+        return None if "__pycache__" in info.name else info
+
+    DG_DIR.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(DG_DIR / "src.tgz", "w:gz") as tar:
+        tar.add(src / "csrc", arcname="src/csrc", filter=no_cache)
+        tar.add(src / "deep_gemm", arcname="src/deep_gemm", filter=no_cache)
+        for d in ("cute", "cutlass"):  # the JIT reads them beside deep_gemm's own headers, as its wheel has them
+            tar.add(src / "third-party/cutlass/include" / d, arcname=f"src/deep_gemm/include/{d}")
+        tar.add(src / "third-party/fmt/include", arcname="src/fmt/include")
+    (DG_DIR / "BUILD.json").write_text(json.dumps({"deepgemm": commit, "arch": ARCH}, indent=1) + "\n")
+    size = (DG_DIR / "src.tgz").stat().st_size / 2**20
+    print(f"var/dg/src.tgz ({size:.1f} MiB) from DeepGEMM {commit}; carry: var/dg")
+
+
 # ----------------------------------------------------------------------------------------------- run
 
 def load_flashinfer(fi_dir: Path, log) -> tuple:
@@ -255,6 +299,86 @@ def fi_kernel(fi_topk, backend: dict):
     return forward
 
 
+def load_deepgemm(dg_dir: Path, log):
+    """Build DeepGEMM's extension against this machine's torch (a no-op when its build folder is current)
+    and import the package over it."""
+    import torch
+    from torch.utils import cpp_extension
+
+    src = dg_dir / "src"
+    if not src.exists():
+        with tarfile.open(dg_dir / "src.tgz") as tar:
+            tar.extractall(dg_dir, filter="data")
+    cuda = cpp_extension.CUDA_HOME
+    build_dir = Path(os.environ.get("DG_BUILD_DIR", Path.home() / "dg-build"))
+    build_dir.mkdir(parents=True, exist_ok=True)
+    t0 = time.time()
+    module = cpp_extension.load(
+        name="_C", sources=[str(src / "csrc/python_api.cpp")], build_directory=str(build_dir), with_cuda=True,
+        extra_include_paths=[f"{cuda}/include", f"{cuda}/include/cccl", str(src / "deep_gemm/include"),
+                             str(src / "fmt/include")],
+        extra_cflags=["-O3", "-Wno-psabi", "-Wno-deprecated-declarations"],
+        extra_ldflags=[f"-L{cuda}/lib64", "-lcudart", "-lnvrtc"])
+    build = json.loads((dg_dir / "BUILD.json").read_text())
+    build["module"] = f"built with torch.utils.cpp_extension in {time.time() - t0:.0f} s ({build_dir})"
+    sys.modules["deep_gemm._C"] = module  # the package's `from . import _C` finds the module built here
+    sys.path.insert(0, str(src))
+    import deep_gemm
+    log(f"DeepGEMM {build['deepgemm']}: {build['module']}; torch {torch.__version__}")
+    return deep_gemm, build
+
+
+def paged_answer(positions, lengths, block_table, page: int):
+    """Positions in a row's logical sequence (-1 or >= its length: no token) -> the contract's global token
+    ids, page id x page + offset, and -1 in the slots past a row's length."""
+    import torch
+    pos = positions.long()
+    valid = (pos >= 0) & (pos < lengths.long()[:, None])
+    safe = torch.where(valid, pos, torch.zeros_like(pos))
+    gid = block_table.long().gather(1, safe // page) * page + safe % page
+    return torch.where(valid, gid, torch.full_like(gid, -1)).to(torch.int32)
+
+
+def masked_topk(logits, lengths, k: int):
+    """torch.topk over each row's first lengths[m] logits (-inf past them): positions, -1 past a short row."""
+    import torch
+    pos = torch.arange(logits.shape[1], device=logits.device)
+    live = pos[None, :] < lengths.long()[:, None]
+    idx = logits.masked_fill(~live, float("-inf")).topk(min(k, logits.shape[1]), dim=1).indices
+    if idx.shape[1] < k:
+        idx = torch.cat([idx, idx.new_full((idx.shape[0], k - idx.shape[1]), -1)], 1)
+    return torch.where(idx < lengths.long()[:, None], idx, torch.full_like(idx, -1))
+
+
+def fp8_peer_kernels(dg, topk_best) -> dict:
+    """dsa_indexer_topk_fp8's signature over DeepGEMM's paged logits: the logits alone (not an answer), then
+    + masked torch.topk and + ark's dsa_topk best (which takes per-row lengths), each mapped through the block
+    table. q [B, 64, 128] is DeepGEMM's [B, next_n = 1, 64, 128]; the int8 cache its uint8 one; the context
+    lengths its 2-D [B, next_n] form (the only one it takes; it leaves the logits past a row's length unwritten,
+    so the top-k must respect the lengths)."""
+    import torch
+
+    from gpu_worker.targets import dsa_indexer_topk_fp8 as t
+    num_sms = torch.cuda.get_device_properties(0).multi_processor_count
+
+    def logits(q, cache, weights, lengths, block_table):
+        B = q.shape[0]
+        ctx = lengths.view(B, 1)
+        meta = dg.get_paged_mqa_logits_metadata(ctx, t.PAGE, num_sms)
+        return dg.fp8_paged_mqa_logits(q.view(B, 1, t.HEADS, t.HEAD_DIM), cache.view(torch.uint8), weights, ctx,
+                                       block_table, meta, block_table.shape[1] * t.PAGE, False)
+
+    def with_torch_topk(q, cache, weights, lengths, block_table):
+        lg = logits(q, cache, weights, lengths, block_table)
+        return paged_answer(masked_topk(lg, lengths, t.K), lengths, block_table, t.PAGE)
+
+    def with_ark_topk(q, cache, weights, lengths, block_table):
+        lg = logits(q, cache, weights, lengths, block_table)
+        return paged_answer(topk_best(lg, lengths, t.K), lengths, block_table, t.PAGE)
+
+    return {"dg_logits_only": logits, "dg+torch_topk": with_torch_topk, "dg+ark_topk": with_ark_topk}
+
+
 def verify(target, fn, seed: int) -> tuple[bool, str]:
     """The target's verification shapes plus its GPU shapes, one fresh input set each, the target's check."""
     from gpu_worker.pipeline import bench_child as bc
@@ -271,11 +395,12 @@ def verify(target, fn, seed: int) -> tuple[bool, str]:
         if not ok:
             return False, f"shape {shape}: {message}"
         del inputs, out
-    return True, f"exact top-k set on {len(shapes)} verification shapes"
+    return True, f"the target's check passed on {len(shapes)} verification shapes"
 
 
-def bench_shape(target, shape, index, kernels, seed, per_family, flush, persisting):
-    """bench_child._bench_shape's method for several kernels: one graph each, the same fresh sets."""
+def bench_shape(target, shape, index, kernels, seed, per_family, flush, persisting, unchecked=frozenset()):
+    """bench_child._bench_shape's method for several kernels: one graph each, the same fresh sets; every
+    replay's output checked, but for the kernels named in `unchecked` (a part of an answer, timed alone)."""
     import torch
 
     from gpu_worker.pipeline import bench_child as bc
@@ -311,6 +436,8 @@ def bench_shape(target, shape, index, kernels, seed, per_family, flush, persisti
             ends[name][j].record()
         ref = target.reference(fresh)
         for name in names:
+            if name in unchecked:
+                continue
             outputs = graphs[name][1]
             ok, _, message = target.check(outputs[0] if len(outputs) == 1 else tuple(outputs), fresh, ref)
             if not ok:
@@ -361,19 +488,32 @@ def run(args) -> None:
         print(msg, flush=True)
         lines.append(msg)
 
-    target = get_target("dsa_topk")
-    fi_topk, build = load_flashinfer(Path(args.fi_dir), log)
-    log(f"flashinfer {FI_VERSION}: {build['module']}; CUB: {build['cub']}")
-    best = load_module(str(ROOT / "gpu_worker/candidates/dsa_topk/best.py"), "ark_dsa_topk_best").forward
-    kernels = {"torch": target.baseline, "ark_best": best}
-    peers = {}
-    for name, backend in FI_BACKENDS.items():
-        if backend["cub"] and build["cub"] == "stub":
-            peers[name] = {"status": "not built", "detail": "cub_topk.cu stubbed in this build"}
+    target = get_target(args.target)
+    topk_best = load_module(str(ROOT / "gpu_worker/candidates/dsa_topk/best.py"), "ark_dsa_topk_best").forward
+    kernels, peers, unchecked = {"torch": target.baseline}, {}, set()
+    if args.target == "dsa_topk":
+        fi_topk, build = load_flashinfer(Path(args.fi_dir), log)
+        log(f"flashinfer {FI_VERSION}: {build['module']}; CUB: {build['cub']}")
+        best = topk_best
+        candidates = {}
+        for name, backend in FI_BACKENDS.items():
+            if backend["cub"] and build["cub"] == "stub":
+                peers[name] = {"status": "not built", "detail": "cub_topk.cu stubbed in this build"}
+                continue
+            candidates[name] = (fi_kernel(fi_topk, backend), backend)
+    else:
+        dg, build = load_deepgemm(Path(args.dg_dir), log)
+        best = load_module(str(ROOT / f"gpu_worker/candidates/{args.target}/best.py"), "ark_fp8_best").forward
+        candidates = {name: (fn, {}) for name, fn in fp8_peer_kernels(dg, topk_best).items()}
+        unchecked.add("dg_logits_only")
+    kernels["ark_best"] = best
+    for name, (fn, about) in candidates.items():
+        if name in unchecked:  # timed for the split, never an answer
+            peers[name] = {"status": "unchecked", "detail": "logits only: not the target's output"}
+            kernels[name] = fn
             continue
-        fn = fi_kernel(fi_topk, backend)
         ok, detail = verify(target, fn, args.seed)
-        peers[name] = {"status": "verified" if ok else "wrong", "detail": detail, **backend}
+        peers[name] = {"status": "verified" if ok else "wrong", "detail": detail, **about}
         log(f"{name}: {peers[name]['status']}: {detail}")
         if ok:
             kernels[name] = fn
@@ -391,14 +531,14 @@ def run(args) -> None:
             break
         t0 = time.time()
         times, families, wrong, failed = bench_shape(target, shape, i, kernels, args.seed, args.per_family, flush,
-                                                     persisting)
+                                                     persisting, unchecked)
         res = {"shape": shape, "families": families, "kernels": summarize(times, families, wrong, failed),
                "times_us": times if args.raw else None, "seconds": time.time() - t0}
         results.append(res)
         cells = "  ".join(f"{n} {k['all']['mean_us']:.1f}/{k['all']['p99_us']:.1f}" + (" WRONG" if k["wrong_replays"] else "")
                           for n, k in res["kernels"].items() if "all" in k)
         log(f"{shape['rows']} x {shape['n_ctx']}: {cells}  ({res['seconds']:.1f} s)")
-    doc = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
+    doc = {"target": args.target, "device": torch.cuda.get_device_name(), "torch": torch.__version__,
            "triton": __import__("triton").__version__, "cuda": torch.version.cuda, "build": build, "peers": peers,
            "seed": args.seed, "profile": args.profile, "per_family": args.per_family,
            "method": "bench_child: graph per kernel, fresh set copied in, outputs poisoned, L2 flushed, one replay per "
@@ -447,9 +587,15 @@ def main(argv=None) -> None:
     pp.add_argument("--cub", action="store_true", help="build CUB's path cut to float32 ragged (else stubs)")
     pp.add_argument("--build", action="store_true", help="compile the top-k module here (nvcc 13) into var/fi/topk.so")
     pp.add_argument("--jobs", type=int, default=2)
+    pd = sub.add_parser("prepare-deepgemm", help="this machine: pack var/dg/ from a DeepGEMM checkout")
+    pd.add_argument("--src", required=True, help="a DeepGEMM checkout with its submodules")
+    pd.add_argument("--commit", help="the checkout's commit, when it is not a git work tree")
     pr = sub.add_parser("run", help="the GPU: verify, then time every kernel on the same fresh inputs")
     pr.add_argument("--out", required=True, help="JSON path; a .md table is written beside it")
+    pr.add_argument("--target", default="dsa_topk", choices=["dsa_topk", "dsa_indexer_topk_fp8"],
+                    help="dsa_topk: FlashInfer's top-k peers; dsa_indexer_topk_fp8: DeepGEMM's paged logits")
     pr.add_argument("--fi-dir", default=str(FI_DIR))
+    pr.add_argument("--dg-dir", default=str(DG_DIR))
     pr.add_argument("--profile", default="full", choices=["full", "smoke"])
     pr.add_argument("--per-family", type=int, default=32, help="input sets per value family per shape")
     pr.add_argument("--shapes", type=int, nargs="*", help="indices into the benchmark shapes (default all)")
@@ -457,7 +603,7 @@ def main(argv=None) -> None:
     pr.add_argument("--budget-s", type=float, default=420.0, help="no new shape after this many seconds")
     pr.add_argument("--raw", action="store_true", help="keep every call's time in the JSON")
     args = p.parse_args(argv)
-    (prepare if args.cmd == "prepare" else run)(args)
+    {"prepare": prepare, "prepare-deepgemm": prepare_deepgemm, "run": run}[args.cmd](args)
 
 
 if __name__ == "__main__":
