@@ -312,6 +312,10 @@ def load_deepgemm(dg_dir: Path, log):
     cuda = cpp_extension.CUDA_HOME
     build_dir = Path(os.environ.get("DG_BUILD_DIR", Path.home() / "dg-build"))
     build_dir.mkdir(parents=True, exist_ok=True)
+    # The system compiler, whose libstdc++ is the one this process loads. The lent GPU host's $CXX is another
+    # GCC (/opt/gcc): built with it, the module's std::regex (DeepGEMM's JIT parses includes with it) crashed
+    # on its first call, as did a three-line std::regex extension; built with the system g++ both ran.
+    os.environ["CXX"] = os.environ.get("DG_CXX", "c++")
     t0 = time.time()
     module = cpp_extension.load(
         name="_C", sources=[str(src / "csrc/python_api.cpp")], build_directory=str(build_dir), with_cuda=True,
@@ -320,7 +324,8 @@ def load_deepgemm(dg_dir: Path, log):
         extra_cflags=["-O3", "-Wno-psabi", "-Wno-deprecated-declarations"],
         extra_ldflags=[f"-L{cuda}/lib64", "-lcudart", "-lnvrtc"])
     build = json.loads((dg_dir / "BUILD.json").read_text())
-    build["module"] = f"built with torch.utils.cpp_extension in {time.time() - t0:.0f} s ({build_dir})"
+    build["module"] = (f"built with torch.utils.cpp_extension ({os.environ['CXX']}) in {time.time() - t0:.0f} s "
+                       f"({build_dir})")
     sys.modules["deep_gemm._C"] = module  # the package's `from . import _C` finds the module built here
     sys.path.insert(0, str(src))
     import deep_gemm
