@@ -1,4 +1,6 @@
-"""FlashInfer's top-k as the peer of ark's dsa_topk best, on the H200 (docs/kernels.md, "Against FlashInfer").
+"""The best public peers beside ark's kernels on the GPU, on the same inputs: FlashInfer's top-k beside the
+dsa_topk best (docs/kernels.md, "Against FlashInfer"), DeepGEMM's paged FP8 logits beside the FP8 indexer's
+(docs/kernels.md, "Against DeepGEMM"; the second part below).
 
 One process times, per dsa_topk benchmark shape, on the SAME fresh input sets: the target's default (masked
 torch.topk), ark's best (gpu_worker/candidates/dsa_topk/best.py) and FlashInfer 0.7.4's
