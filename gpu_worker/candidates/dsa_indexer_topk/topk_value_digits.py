@@ -637,7 +637,11 @@ def _topk(logits, lengths, k, out, BLOCK, TARGET_CTAS, MAX_C, num_warps, SMALL, 
     CB = 64                                                   # programs per row, at most
     thr = torch.empty((M, 2), dtype=torch.int32, device=dev)     # threshold key, digit scale (f32)
     cnt = torch.empty((M, C), dtype=torch.int32, device=dev)      # zeroed by KA, written by KB: no memset
-    cand = torch.empty((2, M, C, RC), dtype=torch.int32, device=dev)
+    RT = 512 if RC <= 512 else 2048                           # slots KD's early load reads per region
+    # KD's early load reads RT slots of every region unmasked: past the last region of cand[1] lie
+    # RT - RC allocated slots, so that read never leaves the buffer (it read up to RT - RC slots past its end)
+    cand = torch.empty(2 * M * C * RC + max(0, RT - RC), dtype=torch.int32, device=dev)[:2 * M * C * RC]
+    cand = cand.view(2, M, C, RC)
     hist = torch.empty((M, C, 256), dtype=torch.int32, device=dev)   # KB's per-program suffix counts
     rhist = torch.empty((M, 256), dtype=torch.int32, device=dev)     # the row's digit histogram (KA zeroes it)
     rscr = torch.empty((M, 2, SMALLR), dtype=torch.int32, device=dev)
@@ -662,7 +666,7 @@ def _topk(logits, lengths, k, out, BLOCK, TARGET_CTAS, MAX_C, num_warps, SMALL, 
     _kb_filter[(M, C)](logits, sx, lengths, thr, cnt, cand[0], cand[1], hist, rhist, N, k, C, RC, BLOCK=BLOCK,
                        ATOMIC=ATOMIC, HB=256, HREG=HREG, PF=PF, PDL=pdl, WARP=warp, num_warps=num_warps, **lp)
     _kd_place[(M, C)](lengths, thr, cnt, cand[0], cand[1], hist, rhist, rscr, info, rr, out, out.stride(0), N, k, C,
-                      RC, RR=RR, CB=CB, RT=512 if RC <= 512 else 2048, SMALLR=SMALLR, PDL=pdl, EARLY=KD_EARLY,
+                      RC, RR=RR, CB=CB, RT=RT, SMALLR=SMALLR, PDL=pdl, EARLY=KD_EARLY,
                       num_warps=KD_WARPS, **lp)
     _kc_select[(M,)](lengths, rscr, info, out, out.stride(0), N, k, KBLOCK=1024, SMALLR=SMALLR, PDL=pdl,
                      num_warps=SEL_WARPS, **lp)
