@@ -180,10 +180,12 @@ def distribution(entries: list[dict], labels: list[str]) -> dict | None:
     quartiles the report carries: the box spans q1..q3, the whiskers min..max, the dashed line is the mean,
     and a tick marks the p99. None when no shape has them (reports converted from ark.report/1 measured
     only the median and its interval, so there is no distribution to draw)."""
+    kernels = {name: [(label, entry[name]) for entry, label in zip(entries, labels)
+                      if _measured_distribution(entry.get(name))] for name in ("candidate", "incumbent", "default")}
+    if not any(kernels.values()):
+        return None  # before making a figure: an empty plotly figure alone costs a few ms of a candidate page
     fig = go.Figure()
-    for name in ("candidate", "incumbent", "default"):
-        measured = [(label, entry[name]) for entry, label in zip(entries, labels)
-                    if _measured_distribution(entry.get(name))]
+    for name, measured in kernels.items():
         if not measured:
             continue
         xs = [label for label, _ in measured]
@@ -200,8 +202,6 @@ def distribution(entries: list[dict], labels: list[str]) -> dict | None:
                 x=[x for x, _ in tails], y=[y for _, y in tails], mode="markers", name=f"{name} p99",
                 offsetgroup=name, marker={"symbol": "line-ew-open", "size": 14, "color": COLORS[name]},
                 hovertemplate="%{x}<br>p99 %{y:.2f} us", showlegend=False))
-    if not fig.data:
-        return None
     lows = [v for trace in fig.data if trace.type == "box" for v in trace.lowerfence]
     highs = [v for trace in fig.data if trace.type == "box" for v in trace.upperfence]
     fig.update_layout(**_LAYOUT, boxmode="group", scattermode="group", xaxis_title="shape",

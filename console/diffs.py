@@ -1,7 +1,9 @@
 """Sources and diffs as HTML: highlighted by pygments (which escapes), capped in size."""
 
 import difflib
+import hashlib
 
+from django.core.cache import caches
 from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 from pygments import highlight
@@ -26,11 +28,17 @@ def _cap(text: str) -> tuple[str, int]:
 
 
 def _render(text: str, lexer) -> SafeString:
-    capped, cut = _cap(text)
-    html = highlight(capped, lexer, _formatter)  # pygments escapes every token
-    if cut:
-        html += format_html('<p class="muted capped">{} more lines not shown (the view is capped at {} lines).</p>',
-                            cut, MAX_LINES)
+    """The text highlighted, kept by the digest of the text and the lexer's name: the same text always gives
+    the same HTML, and highlighting was about a tenth of a candidate page (docs/scaling.md)."""
+    key = f"ark:highlight:{lexer.name}:{hashlib.sha256(text.encode()).hexdigest()}"
+    html = caches["highlighted"].get(key)
+    if html is None:
+        capped, cut = _cap(text)
+        html = highlight(capped, lexer, _formatter)  # pygments escapes every token
+        if cut:
+            html += format_html('<p class="muted capped">{} more lines not shown (the view is capped at {} lines).</p>',
+                                cut, MAX_LINES)
+        caches["highlighted"].set(key, str(html))
     return mark_safe(html)
 
 

@@ -59,7 +59,9 @@ def gunicorn_argv(bind: str, workers: int) -> list[str]:
             # a websocket stays open for hours: no request timeout kills a worker that holds one
             "--timeout", "0", "--graceful-timeout", "10", "--keep-alive", "5",
             "--no-control-socket",  # several consoles on one host (tests, benchmarks) must not share one
-            "--access-logfile", "-" if os.environ.get("ARK_ACCESS_LOG") else "/dev/null"]
+            # No access log unless asked for: with any log file, even /dev/null, each uvicorn worker formats a line
+            # per request (it logs only when gunicorn gave its access logger a handler).
+            *(["--access-logfile", "-"] if os.environ.get("ARK_ACCESS_LOG") else [])]
 
 
 def main(argv: list[str] | None = None) -> None:

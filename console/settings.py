@@ -137,7 +137,17 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
 ]
-CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+CACHES = {
+    "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+    # Pieces of pages that are pure functions of their key, so nothing is ever invalidated and each process keeps
+    # its own (docs/scaling.md, What a request costs): {% cache %} rows (an audit row by its event's id and hash,
+    # a run page's row by everything it shows) and highlighted sources and diffs (by the text's digest; fewer of
+    # them, a source may be large).
+    "template_fragments": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "fragments",
+                           "TIMEOUT": 3600, "OPTIONS": {"MAX_ENTRIES": 5000}},
+    "highlighted": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "highlighted",
+                    "TIMEOUT": 3600, "OPTIONS": {"MAX_ENTRIES": 256}},
+}
 # Login throttling (django-axes, its failures in the database): AXES_* below take these two.
 ARK_LOGIN_MAX_FAILURES = env.int("ARK_LOGIN_MAX_FAILURES", default=5)
 ARK_LOGIN_LOCKOUT_S = env.float("ARK_LOGIN_LOCKOUT_S", default=900.0)

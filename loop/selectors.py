@@ -86,7 +86,12 @@ def active_runs() -> list[dict]:
 
 
 def recent_decisions(limit: int = 15):
-    return list(Decision.objects.select_related("candidate__run__thesis").order_by("-created", "-id")[:limit])
+    """The newest decisions with what the dashboard's feed shows of each: not the candidate's source, run or thesis
+    (the feed names a candidate by its run's id and its number)."""
+    return list(Decision.objects.select_related("candidate")
+                .only("candidate", "verdict", "reason_code", "reason_text", "actor", "created",
+                      "candidate__run", "candidate__number")
+                .order_by("-created", "-id")[:limit])
 
 
 def dashboard_state() -> dict:
@@ -95,7 +100,6 @@ def dashboard_state() -> dict:
         "pings": recent_pings(),
         "active_runs": active_runs(),
         "decisions": recent_decisions(),
-        "events": list(Event.objects.order_by("-id")[:20]),
         "last_seq": last_seq(),
     }
 

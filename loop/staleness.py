@@ -95,13 +95,16 @@ def measured_against_text(candidate: Candidate) -> str:
 
 
 def run_staleness(run, candidates) -> dict[int, Staleness]:
-    """{candidate pk: Staleness} for the stale ones among a run's candidates (one config query for all)."""
+    """{candidate pk: Staleness} for the stale ones among a run's candidates (one config query for all, none
+    when no candidate awaits review: only those can be stale)."""
+    awaiting = [c for c in candidates if c.status == Candidate.Status.AWAITING_REVIEW]
+    if not awaiting:
+        return {}
     config_now = serving_version(run.thesis.target_id, run.hardware)
     stale = {}
-    for candidate in candidates:
-        if candidate.status == Candidate.Status.AWAITING_REVIEW:
-            candidate.run = run
-            found = candidate_staleness(candidate, config_now=config_now, config_known=True)
-            if found is not None:
-                stale[candidate.pk] = found
+    for candidate in awaiting:
+        candidate.run = run
+        found = candidate_staleness(candidate, config_now=config_now, config_known=True)
+        if found is not None:
+            stale[candidate.pk] = found
     return stale

@@ -8,7 +8,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from console.auth import PermissionsInOneQuery
+from console.auth import PermissionsInOneQuery, group_names
 from tests.console import builders
 
 pytestmark = pytest.mark.django_db
@@ -48,7 +48,7 @@ def test_a_run_page_costs_the_same_queries_for_three_candidates_and_for_sixty(al
         author = (alice, bob, None)[i % 3]
         builders.progress(builders.dispatch(builders.submit(run, tag=f"b{i}", author=author)), "verify")
     assert _queries(as_alice, reverse("run", args=[run.pk])) == few
-    assert few <= 14  # session, user, roles, permissions, and the page's own ten
+    assert few <= 13  # session, user, roles with permissions, and the page's own ten
 
 
 def test_a_candidate_page_reads_its_evaluations_once(alice, as_alice):
@@ -79,3 +79,14 @@ def test_the_one_query_backend_grants_what_model_backend_grants(request, django_
     expected = ModelBackend().get_all_permissions(django_user_model.objects.get(pk=user.pk)) if user.is_active else set()
     assert ours == expected
     assert ("loop.promote" in ours) == (who in ("dana", "direct", "superuser"))
+    again = django_user_model.objects.get(pk=user.pk)
+    assert group_names(again) == set(user.groups.values_list("name", flat=True))  # the header's roles
+
+
+def test_a_page_reads_the_users_groups_and_permissions_in_one_query(as_bob):
+    as_bob.get(reverse("theses"))
+    with CaptureQueriesContext(connection) as captured:
+        page = as_bob.get(reverse("theses")).content.decode()
+    auth = [q["sql"] for q in captured if '"auth_group' in q["sql"] or '"auth_permission"' in q["sql"]]
+    assert len(auth) == 1, auth
+    assert "bob · reviewer" in page and 'href="/theses/new/"' in page  # the role, and a button the role allows
