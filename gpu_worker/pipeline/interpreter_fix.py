@@ -15,12 +15,6 @@ to the Triton version they were read against:
 - the numpy dtype of a Triton type was looked up by building an eighteen-entry dict on every call;
 - every cast built its block type anew (a shape check and a name string each time): the builder now
   hands out one type object per element type and shape, as types are never changed once built.
-
-And it bounds-checks memory (docs/verification.md, "Reads and writes outside the buffers"): every lane a
-load or a store leaves unmasked must fall inside the storage of one of the launch's tensor arguments. On a
-GPU a read past a buffer returns whatever the allocator put there, or faults when nothing is mapped, so a
-kernel can pass every check until another allocation history meets it; in the interpreter it raises at
-once, naming the address and the buffers.
 """
 
 from __future__ import annotations
@@ -73,77 +67,6 @@ def install() -> bool:
     builder.cast_impl = cast_impl
     builder.create_dot = create_dot
     install_speedups()
-    install_bounds_check()
-    return True
-
-
-class OutOfBounds(RuntimeError):
-    """An interpreted load or store outside every tensor argument of its launch."""
-
-
-def _spans(values, found: dict) -> None:
-    """The storages of the tensors among a launch's arguments (tuples included): {start: end}."""
-    for v in values:
-        if isinstance(v, tuple):
-            _spans(v, found)
-        elif hasattr(v, "untyped_storage"):
-            storage = v.untyped_storage()
-            start = storage.data_ptr()
-            found[start] = max(found.get(start, start), start + storage.nbytes())
-
-
-def install_bounds_check() -> bool:
-    """Check every interpreted load and store against the launch's tensor arguments (module docstring);
-    False when it is in place already."""
-    from triton.runtime import interpreter  # local: Triton is optional here
-
-    builder = interpreter.InterpreterBuilder
-    if getattr(builder.create_masked_load, "_ark_bounds", False):
-        return False
-    launch: list = [None]  # the running launch's (starts, ends); launches do not nest (kernels call no kernels)
-    init_args = interpreter.GridExecutor._init_args_hst
-
-    def init_args_recording_spans(self, args_dev, kwargs):
-        args_hst, kwargs_hst = init_args(self, args_dev, kwargs)  # the host tensors whose addresses the kernel uses
-        found: dict = {}
-        _spans(args_hst, found)
-        _spans(kwargs_hst.values(), found)
-        starts = sorted(found)
-        launch[0] = (np.array(starts, dtype=np.uint64), np.array([found[a] for a in starts], dtype=np.uint64))
-        return args_hst, kwargs_hst
-
-    def check(ptrs, mask, itemsize: int, what: str) -> None:
-        if launch[0] is None:
-            return
-        addr = np.asarray(ptrs.data, dtype=np.uint64)
-        live = addr[np.broadcast_to(np.asarray(mask.data, dtype=bool), addr.shape)]
-        if live.size == 0:
-            return
-        starts, ends = launch[0]
-        first = int(np.searchsorted(starts, live.min(), side="right")) - 1
-        if first >= 0 and live.max() + np.uint64(itemsize) <= ends[first]:
-            return  # the common case: every lane in one buffer
-        at = np.searchsorted(starts, live, side="right").astype(np.int64) - 1
-        inside = (at >= 0) & (live + np.uint64(itemsize) <= ends[np.maximum(at, 0)])
-        if not inside.all():
-            bad = int(live[~inside][0])
-            spans = ", ".join(f"[{int(a):#x}, {int(b):#x})" for a, b in zip(starts, ends))
-            raise OutOfBounds(f"out-of-bounds {what}: address {bad:#x} ({int((~inside).sum())} of {live.size} "
-                              f"lanes) is outside every tensor argument of the launch: {spans}")
-
-    load, store = builder.create_masked_load, builder.create_masked_store
-
-    def create_masked_load(self, ptrs, mask, other, cache_policy, is_volatile):
-        check(ptrs, mask, interpreter._get_np_dtype(ptrs.get_element_ty()).itemsize, "load")
-        return load(self, ptrs, mask, other, cache_policy, is_volatile)
-
-    def create_masked_store(self, ptrs, value, mask, cache_policy):
-        check(ptrs, mask, interpreter._get_np_dtype(ptrs.get_element_ty()).itemsize, "store")
-        return store(self, ptrs, value, mask, cache_policy)
-
-    create_masked_load._ark_bounds = True
-    builder.create_masked_load, builder.create_masked_store = create_masked_load, create_masked_store
-    interpreter.GridExecutor._init_args_hst = init_args_recording_spans
     return True
 
 

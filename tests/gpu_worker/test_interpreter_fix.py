@@ -113,29 +113,3 @@ def test_another_triton_release_gets_no_speed_patch_and_a_log_line(without_speed
     assert f"Triton {triton.__version__} is not 0.0.0" in caplog.text
     assert interpreter._patch_lang.__module__ == "triton.runtime.interpreter"
     assert interpreter._get_np_dtype.__module__ == "triton.runtime.interpreter"
-
-
-@triton.jit
-def _copy(src, dst, n, BLOCK: tl.constexpr, MASKED: tl.constexpr):
-    offs = tl.arange(0, BLOCK)
-    if MASKED:
-        tl.store(dst + offs, tl.load(src + offs, mask=offs < n), mask=offs < n)
-    else:
-        tl.store(dst + offs, tl.load(src + offs))
-
-
-def test_a_load_past_every_argument_raises_and_a_masked_one_does_not():
-    src, dst = torch.arange(100, dtype=torch.float32), torch.zeros(128)
-    _copy[(1,)](src, dst, 100, BLOCK=128, MASKED=True)
-    assert torch.equal(dst[:100], src)
-    with pytest.raises(Exception, match="out-of-bounds load"):
-        _copy[(1,)](src, dst, 100, BLOCK=128, MASKED=False)  # 28 lanes read past src's 100 floats
-
-
-def test_a_view_may_reach_anywhere_in_its_storage_but_not_past_it():
-    base = torch.arange(256, dtype=torch.float32)
-    dst = torch.zeros(128)
-    _copy[(1,)](base[:100], dst, 100, BLOCK=128, MASKED=False)  # past the view, inside its storage
-    assert torch.equal(dst, base[:128])
-    with pytest.raises(Exception, match="out-of-bounds store"):
-        _copy[(1,)](base, torch.zeros(100), 100, BLOCK=128, MASKED=False)  # 28 lanes written past dst
