@@ -346,25 +346,15 @@ def paged_answer(positions, lengths, block_table, page: int):
     return torch.where(valid, gid, torch.full_like(gid, -1)).to(torch.int32)
 
 
-def masked_topk(logits, lengths, k: int):
-    """torch.topk over each row's first lengths[m] logits (-inf past them): positions, -1 past a short row."""
-    import torch
-    pos = torch.arange(logits.shape[1], device=logits.device)
-    live = pos[None, :] < lengths.long()[:, None]
-    idx = logits.masked_fill(~live, float("-inf")).topk(min(k, logits.shape[1]), dim=1).indices
-    if idx.shape[1] < k:
-        idx = torch.cat([idx, idx.new_full((idx.shape[0], k - idx.shape[1]), -1)], 1)
-    return torch.where(idx < lengths.long()[:, None], idx, torch.full_like(idx, -1))
-
-
 def fp8_peer_kernels(dg, topk_best) -> dict:
     """dsa_indexer_topk_fp8's signature over DeepGEMM's paged logits: the logits alone (not an answer), then
-    + masked torch.topk and + ark's dsa_topk best (which takes per-row lengths), each mapped through the block
-    table. q [B, 64, 128] is DeepGEMM's [B, next_n = 1, 64, 128]; the int8 cache its uint8 one; the context
+    + masked torch.topk (dsa_topk's default kernel) and + ark's dsa_topk best (both take per-row lengths), each
+    mapped through the block table. q [B, 64, 128] is DeepGEMM's [B, next_n = 1, 64, 128]; the int8 cache its uint8 one; the context
     lengths its 2-D [B, next_n] form (the only one it takes; it leaves the logits past a row's length unwritten,
     so the top-k must respect the lengths)."""
     import torch
 
+    from gpu_worker.targets import _topk_common as tc
     from gpu_worker.targets import dsa_indexer_topk_fp8 as t
     num_sms = torch.cuda.get_device_properties(0).multi_processor_count
 
@@ -377,7 +367,7 @@ def fp8_peer_kernels(dg, topk_best) -> dict:
 
     def with_torch_topk(q, cache, weights, lengths, block_table):
         lg = logits(q, cache, weights, lengths, block_table)
-        return paged_answer(masked_topk(lg, lengths, t.K), lengths, block_table, t.PAGE)
+        return paged_answer(tc.torch_masked_topk(lg, lengths, t.K), lengths, block_table, t.PAGE)
 
     def with_ark_topk(q, cache, weights, lengths, block_table):
         lg = logits(q, cache, weights, lengths, block_table)

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from gpu_worker.targets import dsa_indexer_topk_fp8 as t
+from gpu_worker.targets._topk_common import torch_masked_topk
 
 ROOT = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location("peers_h200", ROOT / "bench" / "peers_h200.py")
@@ -36,7 +37,7 @@ def test_masked_topk_through_the_block_table_passes_the_check(shape):
     inputs = t.make_inputs(shape, 7, "cpu")
     _, _, _, lengths, block_table = inputs
     logits = _exact_logits(inputs, block_table.shape[1] * t.PAGE)
-    out = peers.paged_answer(peers.masked_topk(logits, lengths, t.K), lengths, block_table, t.PAGE)
+    out = peers.paged_answer(torch_masked_topk(logits, lengths, t.K), lengths, block_table, t.PAGE)
     ok, _, message = t.check(out, inputs, t.reference(inputs))
     assert ok, message
     short = lengths < t.K
@@ -48,7 +49,7 @@ def test_masked_topk_through_the_block_table_passes_the_check(shape):
 def test_positions_without_the_block_table_fail_the_check():
     inputs = t.make_inputs(t._shape(3, 2100, "normal"), 7, "cpu")
     _, _, _, lengths, block_table = inputs
-    positions = peers.masked_topk(_exact_logits(inputs, block_table.shape[1] * t.PAGE), lengths, t.K)
+    positions = torch_masked_topk(_exact_logits(inputs, block_table.shape[1] * t.PAGE), lengths, t.K)
     identity = torch.arange(block_table.shape[1], dtype=torch.int32).expand_as(block_table).contiguous()
     wrong = peers.paged_answer(positions, lengths, identity, t.PAGE)
     assert not t.check(wrong, inputs, t.reference(inputs))[0]
@@ -59,7 +60,7 @@ def test_a_row_shorter_than_k_is_padded_with_minus_one():
     block_table = torch.tensor([[9, 0], [4, 7]], dtype=torch.int32)  # page ids; 64 tokens a page
     logits = torch.randn(2, 128)
     logits[0, 5:] = 1e30  # unwritten slots past row 0's length must never be chosen
-    pos = peers.masked_topk(logits, torch.tensor([5, 128], dtype=torch.int32), 8)
+    pos = torch_masked_topk(logits, torch.tensor([5, 128], dtype=torch.int32), 8)
     assert sorted(pos[0, :5].tolist()) == [0, 1, 2, 3, 4] and (pos[0, 5:] == -1).all()
     gid = peers.paged_answer(pos, lengths, block_table, 64)
     assert sorted(gid[0, :5].tolist()) == [9 * 64 + i for i in range(5)] and (gid[0, 5:] == -1).all()
