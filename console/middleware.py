@@ -1,14 +1,21 @@
-"""A database that refuses connections (its connection limit reached, restarting) answers 503 with
+"""Two answers in place of a 500.
+
+A database that refuses connections (its connection limit reached, restarting) answers 503 with
 Retry-After, a page that says to try again, instead of a 500 (docs/reliability.md, Faults).
 
 Django turns an exception raised inside the middleware chain (the session and user lookups happen
 there) into a 500 response before an outer middleware sees it, so the error is noted on the request
 when Django signals it (`got_request_exception`, inside its except block) and the outermost
-middleware replaces that response."""
+middleware replaces that response.
+
+A NUL character in a query or form value is a 400: PostgreSQL's text columns cannot hold one, so a filter
+or a save that passes it on fails there (SQLite takes it: the two databases differed, docs/conventions.md).
+No value the console reads may hold one."""
 
 import logging
 import sys
 
+from django.core.exceptions import BadRequest
 from django.core.signals import got_request_exception
 from django.db import OperationalError, connections
 from django.dispatch import receiver
@@ -46,6 +53,20 @@ class DatabaseUnavailableMiddleware:
             log.warning("503 for %s: the database refused a connection", request.path)
             return _unavailable(request)
         return response
+
+
+class RefuseNulCharacters:
+    """A GET or POST field (name or value) that holds a NUL character gets the console's 400 page."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        for fields in [request.GET] + ([request.POST] if request.method == "POST" else []):
+            for name, values in fields.lists():
+                if "\x00" in name or any("\x00" in v for v in values):
+                    raise BadRequest(f"the field {name.replace(chr(0), '')!r} holds a NUL character")
+        return self.get_response(request)
 
 
 class ExceptionReporter(debug.ExceptionReporter):

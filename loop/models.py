@@ -3,6 +3,8 @@
 from django.conf import settings
 from django.db import models
 
+from .fields import OrderedJSONField
+
 
 class Target(models.Model):
     """Mirror of a gpu_worker target: what may be optimised, over which operating range."""
@@ -10,12 +12,12 @@ class Target(models.Model):
     name = models.SlugField(max_length=64, unique=True)
     version = models.CharField(max_length=32, default="1")
     description = models.TextField(blank=True)
-    axes = models.JSONField(default=dict)  # {"n_ctx": [4096, 262144], "rows": [1, 128]}
+    axes = OrderedJSONField(default=dict)  # {"n_ctx": [4096, 262144], "rows": [1, 128]}
     dsls = models.JSONField(default=list)
     e2e_slot = models.CharField(max_length=64, blank=True)
     # An imported FlashInfer-Bench target: its `ark.fib-target/1` document (gpu_worker/fib/document.py), sent
     # in every evaluation spec; empty for the built-in targets mirrored from the catalog (docs/interop.md).
-    document = models.JSONField(default=dict, blank=True)
+    document = OrderedJSONField(default=dict, blank=True)
 
     def __str__(self):
         return self.name
@@ -246,7 +248,7 @@ class ServingConfig(models.Model):
     version = models.PositiveIntegerField()
     axis = models.CharField(max_length=32)
     routes = models.JSONField()
-    document = models.JSONField()  # the exported JSON, exactly
+    document = OrderedJSONField()  # the exported JSON, exactly
     note = models.TextField(blank=True)
     rolled_back_to = models.PositiveIntegerField(null=True, blank=True)
     author = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")

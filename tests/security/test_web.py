@@ -32,14 +32,15 @@ def route_args(world, name: str) -> list:
     """Arguments for a named route, from the names of its URL parameters (new routes need no entry here)."""
     (pattern,) = [p for p in get_resolver().url_patterns if isinstance(p, URLPattern) and p.name == name]
     config = world["config"]
-    owners = {"thesis": world["thesis"].pk, "run": world["run"].pk, "candidate": world["candidate"].pk,
-              "user": world["thesis"].owner_id}
+    # a pk belongs to the object the path names first (theses/<pk>/runs/ starts a run of a thesis)
+    owners = {"theses": world["thesis"].pk, "runs": world["run"].pk, "candidates": world["candidate"].pk,
+              "users": world["thesis"].owner_id}
     values = {"target": config.target.name, "hardware": config.hardware, "version": config.version,
               "action": "pause", "key": "hardware/h200/tma.md"}
     args = []
     for parameter in pattern.pattern.converters:
         if parameter == "pk":
-            args.append(next(v for prefix, v in owners.items() if name.startswith(prefix)))
+            args.append(owners[str(pattern.pattern).split("/")[0]])
         else:
             args.append(values[parameter])
     return args

@@ -66,6 +66,9 @@ def test_a_crossover_candidate_is_promoted_for_its_winning_range_alone(
     assert config.routes[0]["kernel"]["candidate_id"] == f"c{candidate.pk}"
     assert config.routes[1]["kernel"] == "default"
     assert config.document["schema"] == "ark.serving/1" and config.document["fallback"] == "default"
+    written = list(config.document)
+    config.refresh_from_db()
+    assert list(config.document) == written     # as written, on either database (PostgreSQL's jsonb reorders keys)
 
     exported = export_path("dsa_topk", "h200", 1)
     assert json.loads(exported.read_text()) == config.document
