@@ -56,3 +56,44 @@ def test_topk_paths_exact(rel, params):
         check_topk(out, x, lengths, k)
         if i < len(ties):  # run twice where ties at the k-th value make a racy tie-break visible
             assert torch.equal(out.sort(1).values, m.forward(x, lengths, k).sort(1).values)
+
+
+class _AllocationSpy:
+    """Stands in for the candidate module's `torch`: records what `torch.empty` hands out (the refine's row
+    scratch among it), and is torch for everything else."""
+
+    def __init__(self):
+        self.made = []
+
+    def __getattr__(self, name):
+        return getattr(torch, name)
+
+    def empty(self, *args, **kwargs):
+        t = torch.empty(*args, **kwargs)
+        self.made.append(t)
+        return t
+
+
+@pytest.mark.parametrize("rel", [KEY, VALUE], ids=["key", "value"])
+def test_a_tie_bucket_at_the_kth_key_ends_the_refine_early(rel):
+    """Every row forced into the refine (regions overflow). A row whose k-th key is its largest, with more copies
+    than k (the ties family), is fixed by level 0 (levels 1-3 count nothing); ReLU zeros under fewer than k
+    positives by level 1 (levels 2-3 count nothing); one octave of distinct values needs all four levels. The
+    answers stay exact, and the level histograms show which levels ran."""
+    m = _load(rel, dict(V8, ALPHA_X2=40, BETA=200, ATOMIC=1))
+    spy = _AllocationSpy()
+    m.torch = spy
+    g = torch.Generator().manual_seed(11)
+    N, k = 3000, 64
+    x = torch.stack([torch.randint(0, 5, (N,), generator=g).float(),
+                     torch.relu(torch.randn(N, generator=g) - 2.9),
+                     16.0 + 16.0 * torch.rand(N, generator=g)])
+    assert 0 < int((x[1] > 0).sum()) < k
+    lengths = torch.full((3,), N, dtype=torch.int32)
+    out = m.forward(x, lengths, k)
+    check_topk(out, x, lengths, k)
+    rr = next(t for t in spy.made if t.dim() == 2 and t.shape == (3, m.RS.value + 6 * 64))
+    levels = rr[:, :1024].reshape(3, 4, 256).sum(2)           # keys counted per level, per row
+    assert levels[0, 0] == N and levels[0, 1:].tolist() == [0, 0, 0]
+    assert levels[1, 0] == N and levels[1, 1] > k and levels[1, 2:].tolist() == [0, 0]
+    assert (levels[2] > 0).all()

@@ -523,7 +523,11 @@ def _kc_select(len_ptr, rscr_ptr, info_ptr, out_ptr, stride_o, N, K, KBLOCK: tl.
 # (integer atomics into rr), then one placement pass by the same programs. No sample, so nothing can miss;
 # every pass costs the row's length divided by C. rr[row]: 4 x 256 level histograms, then the count of keys
 # above the k-th placed so far. Ties at the k-th key go by index: program c takes them after the equal keys
-# of the programs before it (their level-4 histograms, kept per program in hist_ptr).
+# of the programs before it (their level-4 histograms, kept per program in hist_ptr). When the largest key of
+# the k-th key's bucket has enough copies, that key is T and the levels after it return at once (_r_top).
+RS = tl.constexpr(1040)     # rr[row]: 4 x 256 level histograms, the placed count; the levels' records from here
+
+
 @triton.jit
 def _r_prefix(rr_row, k_eff, LEVEL: tl.constexpr):
     """The key prefix of the k-th largest fixed by the first LEVEL digits, its mask, and how many keys
@@ -552,31 +556,77 @@ def _r_count(dg, m, hist):
     return hist
 
 
+@triton.jit
+def _r_top(rr_row, k_eff, C, UPTO: tl.constexpr, CB: tl.constexpr):
+    """Whether one of the levels before UPTO already fixed the k-th key T: each level records, per program, the
+    largest key it counted (the keys of the k-th key's bucket so far) and how many of it; when the bucket's
+    largest key has at least as many copies as the top k still takes from the bucket, T is that key (a tie
+    bucket at the k-th key: ties on every row, ReLU zeros). Returns found, T, how many of T to take, and
+    each program's count of T."""
+    cs_ = tl.arange(0, CB)
+    found = tl.zeros([], dtype=tl.int32)
+    t = tl.zeros([], dtype=tl.uint32)
+    need = tl.zeros([], dtype=tl.int32)
+    per_t = tl.zeros([CB], dtype=tl.int32)
+    for lv in tl.static_range(UPTO):
+        at = rr_row + RS + lv * 2 * CB + 2 * cs_
+        km = tl.load(at, mask=cs_ < C, other=0).to(tl.uint32, bitcast=True)
+        cm = tl.load(at + 1, mask=cs_ < C, other=0)
+        mx = tl.max(tl.where(cm > 0, km, 0), 0)
+        per = tl.where((cm > 0) & (km == mx), cm, 0)
+        _, _, k_rem = _r_prefix(rr_row, k_eff, lv)
+        hit = (found == 0) & (k_rem > 0) & (tl.sum(per, 0) >= k_rem)
+        t = tl.where(hit, mx, t)
+        need = tl.where(hit, k_rem, need)
+        per_t = tl.where(hit, per, per_t)
+        found = tl.where(hit, 1, found)
+    return found, t, need, per_t
+
+
 @triton.jit(do_not_specialize=NO_SPEC)
 def _r_hist(x_ptr, stride_x, len_ptr, info_ptr, rr_ptr, hist_ptr, N, K, C, RR: tl.constexpr, LEVEL: tl.constexpr,
-            BLOCK: tl.constexpr, PDL: tl.constexpr):
-    """grid (M, C): digit LEVEL (bits 31-8 LEVEL .. 24-8 LEVEL) of the keys that match the prefix so far."""
+            CB: tl.constexpr, BLOCK: tl.constexpr, PDL: tl.constexpr):
+    """grid (M, C): digit LEVEL (bits 31-8 LEVEL .. 24-8 LEVEL) of the keys that match the prefix so far, and
+    (levels 0-2) this program's largest such key and its count; a level after one that fixed the k-th key
+    (_r_top) returns at once."""
     if PDL:
         tl.extra.cuda.gdc_wait()
         tl.extra.cuda.gdc_launch_dependents()
     row = tl.program_id(0)
     c = tl.program_id(1)
-    if tl.load(info_ptr + row * 4) == 0:
-        L, k_eff = _row_len(len_ptr, row, N, K)
-        rr_row = rr_ptr + row * RR
+    rr_row = rr_ptr + row * RR
+    L, k_eff = _row_len(len_ptr, row, N, K)
+    go = tl.load(info_ptr + row * 4) == 0
+    if LEVEL >= 1:
+        found, _, _, _ = _r_top(rr_row, k_eff, C, LEVEL, CB)
+        go = go & (found == 0)
+    if go:
         prefix, pmask, _ = _r_prefix(rr_row, k_eff, LEVEL)
         x_row = x_ptr + row.to(tl.int64) * stride_x
         ch = tl.cdiv(tl.cdiv(L, C), 64) * 64
         lo = tl.multiple_of(c * ch, 64)
         hi = tl.minimum(lo + ch, L)
         hist = tl.zeros([256], dtype=tl.int32)
+        kmax = tl.zeros([], dtype=tl.uint32)
+        cmax = tl.zeros([], dtype=tl.int32)
         for start in range(lo, hi, BLOCK):
             offs = start + tl.arange(0, BLOCK)
             m = offs < hi
             key = _key(tl.load(x_row + offs, mask=m, other=0.0))
-            hist = _r_count(((key >> (24 - 8 * LEVEL)) & 255).to(tl.int32), m & ((key & pmask) == prefix), hist)
+            mm = m & ((key & pmask) == prefix)
+            hist = _r_count(((key >> (24 - 8 * LEVEL)) & 255).to(tl.int32), mm, hist)
+            if LEVEL < 3:
+                bmax = tl.max(tl.where(mm, key, 0), 0)
+                bcnt = tl.sum((mm & (key == bmax)).to(tl.int32), 0)
+                new = tl.maximum(kmax, bmax)
+                cmax = tl.where(kmax == new, cmax, 0) + tl.where(bmax == new, bcnt, 0)
+                kmax = new
         hb = tl.arange(0, 256)
         tl.atomic_add(rr_row + LEVEL * 256 + hb, hist, mask=hist > 0, sem="relaxed")
+        if LEVEL < 3:
+            at = rr_row + RS + LEVEL * 2 * CB + 2 * c
+            tl.store(at, kmax.to(tl.int32, bitcast=True))
+            tl.store(at + 1, cmax)
         if LEVEL == 3:
             tl.store(hist_ptr + (row * C + c) * 256 + hb, hist)     # this program's keys per last digit
 
@@ -593,11 +643,17 @@ def _r_place(x_ptr, stride_x, len_ptr, info_ptr, rr_ptr, hist_ptr, out_ptr, stri
     if tl.load(info_ptr + row * 4) == 0:
         L, k_eff = _row_len(len_ptr, row, N, K)
         rr_row = rr_ptr + row * RR
-        t, _, need = _r_prefix(rr_row, k_eff, 4)
-        n_gt = k_eff - need
         cs_ = tl.arange(0, CB)
-        eq_before = tl.load(hist_ptr + (row * C + cs_) * 256 + (t & 255).to(tl.int32), mask=cs_ < c, other=0)
-        taken = tl.sum(eq_before, 0)            # keys == t in the programs before this one
+        found, t_top, need_top, per_t = _r_top(rr_row, k_eff, C, 3, CB)
+        if found:       # an earlier level fixed T; per_t: each program's count of T
+            t = t_top
+            need = need_top
+            taken = tl.sum(tl.where(cs_ < c, per_t, 0), 0)
+        else:
+            t, _, need = _r_prefix(rr_row, k_eff, 4)
+            eq_before = tl.load(hist_ptr + (row * C + cs_) * 256 + (t & 255).to(tl.int32), mask=cs_ < c, other=0)
+            taken = tl.sum(eq_before, 0)            # keys == t in the programs before this one
+        n_gt = k_eff - need
         x_row = x_ptr + row.to(tl.int64) * stride_x
         o_row = out_ptr + row.to(tl.int64) * stride_o
         ch = tl.cdiv(tl.cdiv(L, C), 64) * 64
@@ -647,7 +703,7 @@ def _topk(logits, lengths, k, out, BLOCK, TARGET_CTAS, MAX_C, num_warps, SMALL, 
     rscr = torch.empty((M, 2, SMALLR), dtype=torch.int32, device=dev)
     scra = torch.empty((M, SMALLTA), dtype=torch.int32, device=dev)
     info = torch.empty((M, 4), dtype=torch.int32, device=dev)       # KD's decision per row, for KC
-    RR = 1040                                                        # the refine's row scratch (KD zeroes it)
+    RR = RS.value + 6 * CB    # the refine's row scratch: KD zeroes its first 1025; then levels 0-2's records
     rr = torch.empty((M, RR), dtype=torch.int32, device=dev)
     sx = logits.stride(0)
     # programmatic dependent launch (Hopper): each kernel's programs start while the one before finishes and
@@ -672,8 +728,8 @@ def _topk(logits, lengths, k, out, BLOCK, TARGET_CTAS, MAX_C, num_warps, SMALL, 
                      num_warps=SEL_WARPS, **lp)
     # the refine: launched every call (no host sync decides it), its programs return at once on other rows
     for level in range(4):
-        _r_hist[(M, C)](logits, sx, lengths, info, rr, hist, N, k, C, RR=RR, LEVEL=level, BLOCK=RBLOCK, PDL=pdl,
-                        num_warps=num_warps, **lp)
+        _r_hist[(M, C)](logits, sx, lengths, info, rr, hist, N, k, C, RR=RR, LEVEL=level, CB=CB, BLOCK=RBLOCK,
+                        PDL=pdl, num_warps=num_warps, **lp)
     _r_place[(M, C)](logits, sx, lengths, info, rr, hist, out, out.stride(0), N, k, C, RR=RR, CB=CB, BLOCK=RBLOCK,
                      PDL=pdl, num_warps=num_warps, **lp)
     return out
