@@ -11,9 +11,9 @@ DIFFERS = re.compile(r"connection\.vendor|\.cursor\(\)|sqlite|OrderedJSONField")
 # module -> the test file that exercises what differs in it
 COVERED_BY = {
     "console/auth.py": "tests/console/test_request_cost.py",            # one raw query per vendor
-    "console/settings.py": "tests/foundation",                          # DATABASES, SQLite's options
+    "console/settings.py": "tests/foundation/test_settings_and_migrations.py",  # DATABASES, SQLite's options
     "loop/selectors.py": "tests/console/test_audit_page.py",            # the audit filter's recursive SQL
-    "loop/audit.py": "tests/foundation",                                # the anchor's vendor branches
+    "loop/audit.py": "tests/security/test_audit_integrity.py",          # append-only triggers per vendor
     "loop/fields.py": "tests/interop/test_fib_console.py",              # a definition's inputs, in order
     "loop/models.py": "tests/loop/services/test_deployments.py",        # a serving config's document, as written
 }
