@@ -8,6 +8,10 @@ on meta tensors that say they are on a GPU, with each @triton.jit kernel replace
 the launches by the key Triton compiles under: the constexpr values, the launch options, and for each other
 argument its dtype, or for an integer its class (== 1, a multiple of 16, other) unless do_not_specialize
 names it. Triton 3.x's rule; a count, not a timing.
+
+--compile also compiles one kernel of each key for sm_90a (Triton's compiler, no GPU needed): the CPU suite
+runs kernels in Triton's interpreter, which accepts code that the compiler refuses (a name rebound to another
+type inside an `if` reached a GPU once before this check existed).
 """
 from __future__ import annotations
 
@@ -78,16 +82,51 @@ class _Recorder:
         self.keys[self.fn.__name__].add(tuple(key))
 
 
-def count(target_name: str, candidate: Path, profile: str = "full", seed: int = 1234) -> dict:
+_POINTER = {"torch.float32": "*fp32", "torch.int32": "*i32", "torch.int64": "*i64", "torch.bfloat16": "*bf16",
+            "torch.float16": "*fp16", "torch.float8_e4m3fn": "*fp8e4nv", "torch.uint8": "*u8", "torch.int8": "*i8"}
+
+
+def compile_key(fn, key) -> None:
+    """Compile `fn` for sm_90a as a launch with this key would (raises what the compiler raises)."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    sig, consts, attrs = {}, {}, {}
+    options = dict(dict(key)["options"])
+    for i, (name, v) in enumerate(key[:-1]):
+        if name in {p.name for p in fn.params if p.is_constexpr}:
+            sig[name], consts[name] = "constexpr", v
+        elif isinstance(v, bool):
+            sig[name] = "i1"
+        elif v in _POINTER:
+            sig[name] = _POINTER[v]
+            attrs[(i,)] = [["tt.divisibility", 16]]
+        elif isinstance(v, str) and v.startswith("i"):
+            if v.endswith("=1"):
+                sig[name], consts[name] = "constexpr", 1
+            else:
+                sig[name] = v[:3]
+                if v.endswith("/16"):
+                    attrs[(i,)] = [["tt.divisibility", 16]]
+        else:
+            raise ValueError(f"{fn.__name__}: no signature for {name}={v!r}")
+    triton.compile(ASTSource(fn=fn, signature=sig, constexprs=consts, attrs=attrs),
+                   target=GPUTarget("cuda", 90, 32),
+                   options={k: options[k] for k in ("num_warps", "num_stages") if k in options})
+
+
+def count(target_name: str, candidate: Path, profile: str = "full", seed: int = 1234,
+          compile_each: bool = False) -> dict:
     import triton
 
     spec = importlib.util.spec_from_file_location("candidate_counted", candidate)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     keys: dict[str, set] = defaultdict(set)
-    for name, obj in list(vars(module).items()):
-        if isinstance(obj, triton.runtime.jit.JITFunction):
-            setattr(module, name, _Recorder(obj, keys))
+    kernels = {name: obj for name, obj in vars(module).items() if isinstance(obj, triton.runtime.jit.JITFunction)}
+    for name, obj in kernels.items():
+        setattr(module, name, _Recorder(obj, keys))
     target = get_target(target_name)
     result = {}
     stages = (("verify", target.verify_shapes(profile, seed, "cuda")), ("benchmark", target.benchmark_shapes(profile)))
@@ -98,6 +137,15 @@ def count(target_name: str, candidate: Path, profile: str = "full", seed: int = 
                 module.forward(*(_as_meta(x) for x in target.make_inputs(shape, seed, "cpu")))
             result[stage] = {n: len(k) for n, k in sorted(keys.items())}
             result[stage]["total"] = sum(len(k) for k in keys.values())
+            if compile_each:     # with the module's kernels back: a kernel's helpers are its globals
+                recorders = {name: getattr(module, name) for name in kernels}
+                for name, fn in kernels.items():
+                    setattr(module, name, fn)
+                for name, ks in sorted(keys.items()):
+                    for key in ks:
+                        compile_key(kernels[name], key)
+                for name, rec in recorders.items():
+                    setattr(module, name, rec)
     return result
 
 
@@ -107,8 +155,9 @@ def main(argv=None) -> int:
     ap.add_argument("--candidate", type=Path, required=True)
     ap.add_argument("--profile", default="full")
     ap.add_argument("--seed", type=int, default=1234)
+    ap.add_argument("--compile", action="store_true", help="also compile each kernel variant for sm_90a")
     a = ap.parse_args(argv)
-    print(json.dumps(count(a.target, a.candidate, a.profile, a.seed), indent=1))
+    print(json.dumps(count(a.target, a.candidate, a.profile, a.seed, a.compile), indent=1))
     return 0
 
 

@@ -115,3 +115,18 @@ def test_an_evaluation_compiles_each_kernel_once_per_stride_class_and_tile():
     # The indexer's verify shapes (gpu_worker/targets/dsa_indexer_topk.py) reach three of KA's four
     # (NS, stride class) pairs; a count that follows its shapes, not one per N or C.
     assert got["dsa_indexer_topk/best.py"]["verify"] == dict(topk, _ka_sample=3, _logits_kernel=2, total=20)
+
+
+def test_every_kernel_variant_the_top_k_bests_launch_compiles_for_sm90():
+    """The CPU suite runs these kernels in Triton's interpreter, which accepted a refine kernel that Triton's
+    compiler refuses (a name rebound to another type inside an `if`); it failed verify on the first GPU it met.
+    bench/compile_variants.py --compile compiles every variant a smoke evaluation launches, for sm_90a, here.
+    The FP8 indexer's best holds the same folded top-k (fold_topk.py --check) and is left out: its smoke shapes
+    took 150 s on this CPU."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    for target, rel in (("dsa_topk", "dsa_topk/best.py"), ("dsa_indexer_topk", "dsa_indexer_topk/best.py")):
+        r = subprocess.run([sys.executable, str(ROOT / "bench/compile_variants.py"), "--target", target, "--profile",
+                            "smoke", "--compile", "--candidate", str(ROOT / "gpu_worker/candidates" / rel)],
+                           capture_output=True, text=True, env=env, timeout=600, check=False)
+        assert r.returncode == 0, r.stderr[-3000:]
+        assert json.loads(r.stdout)["verify"]["_r_hist"] >= 4      # the refine's four levels were compiled

@@ -66,7 +66,7 @@ def _logits_kernel(q_ptr, k_ptr, w_ptr, len_ptr, out_ptr, stride_om, M, s0, cw,
         tl.store(optr, lg, mask=mm[:, None] & nm[None, :])
 
 
-# FOLD BEGIN: written by gpu_worker/candidates/fold_topk.py from topk_value_digits.py, digest 504d976df0f4a230
+# FOLD BEGIN: written by gpu_worker/candidates/fold_topk.py from topk_value_digits.py, digest b3579f5de93194ce
 
 
 @triton.jit
@@ -587,7 +587,7 @@ def _r_top(rr_row, k_eff, C, UPTO: tl.constexpr, CB: tl.constexpr):
         cm = tl.load(at + 1, mask=cs_ < C, other=0)
         mx = tl.max(tl.where(cm > 0, km, 0), 0)
         per = tl.where((cm > 0) & (km == mx), cm, 0)
-        _, _, k_rem = _r_prefix(rr_row, k_eff, lv)
+        prefix_lv, pmask_lv, k_rem = _r_prefix(rr_row, k_eff, lv)
         hit = (found == 0) & (k_rem > 0) & (tl.sum(per, 0) >= k_rem)
         t = tl.where(hit, mx, t)
         need = tl.where(hit, k_rem, need)
@@ -611,7 +611,7 @@ def _r_hist(x_ptr, stride_x, len_ptr, info_ptr, rr_ptr, hist_ptr, N, K, C, RR: t
     L, k_eff = _row_len(len_ptr, row, N, K)
     go = tl.load(info_ptr + row * 4) == 0
     if LEVEL >= 1:
-        found, _, _, _ = _r_top(rr_row, k_eff, C, LEVEL, CB)
+        found, t_found, need_found, per_found = _r_top(rr_row, k_eff, C, LEVEL, CB)   # only `found` is used
         go = go & (found == 0)
     if go:
         prefix, pmask, _ = _r_prefix(rr_row, k_eff, LEVEL)
@@ -663,7 +663,7 @@ def _r_place(x_ptr, stride_x, len_ptr, info_ptr, rr_ptr, hist_ptr, out_ptr, stri
             need = need_top
             taken = tl.sum(tl.where(cs_ < c, per_t, 0), 0)
         else:
-            t, _, need = _r_prefix(rr_row, k_eff, 4)
+            t, pmask4, need = _r_prefix(rr_row, k_eff, 4)
             eq_before = tl.load(hist_ptr + (row * C + cs_) * 256 + (t & 255).to(tl.int32), mask=cs_ < c, other=0)
             taken = tl.sum(eq_before, 0)            # keys == t in the programs before this one
         n_gt = k_eff - need
