@@ -596,10 +596,11 @@ def _r_hist(x_ptr, stride_x, len_ptr, info_ptr, rr_ptr, hist_ptr, N, K, C, RR: t
     c = tl.program_id(1)
     rr_row = rr_ptr + row * RR
     L, k_eff = _row_len(len_ptr, row, N, K)
-    go = tl.load(info_ptr + row * 4) == 0
+    go = tl.load(info_ptr + row * 4) == 0      # every other row's programs return after these two loads
     if LEVEL >= 1:
-        found, t_found, need_found, per_found = _r_top(rr_row, k_eff, C, LEVEL, CB)   # only `found` is used
-        go = go & (found == 0)
+        if go:
+            found, t_found, need_found, per_found = _r_top(rr_row, k_eff, C, LEVEL, CB)   # only `found` is used
+            go = found == 0
     if go:
         prefix, pmask, _ = _r_prefix(rr_row, k_eff, LEVEL)
         x_row = x_ptr + row.to(tl.int64) * stride_x
