@@ -3,6 +3,7 @@ in words what happened and where to go next. No internal names (permission codes
 
 import re
 
+from django.core.exceptions import BadRequest
 from django.http import HttpResponseServerError
 from django.shortcuts import render
 from django.template import loader
@@ -71,7 +72,12 @@ def csrf_failure(request, reason=""):
 
 
 def bad_request(request, exception=None):
-    return _page(request, 400, "Bad request", "The request could not be understood, so nothing was changed.",
+    # the console's own BadRequest says what was wrong (console.middleware.RefuseNulCharacters); others do not
+    # (a SuspiciousOperation's text is for the log, not the page)
+    said = str(exception) if type(exception) is BadRequest and str(exception) else ""
+    return _page(request, 400, "Bad request",
+                 f"The request could not be understood ({said}), so nothing was changed." if said else
+                 "The request could not be understood, so nothing was changed.",
                  "Go back and try again from the page's own buttons and forms.")
 
 

@@ -102,3 +102,16 @@ def test_no_page_answers_a_hostile_query_with_a_500(world, as_alice):
             continue
         response = as_alice.get(url, HOSTILE)
         assert response.status_code < 500, (name, response.status_code)
+
+
+def test_a_nul_character_in_a_query_or_a_form_field_is_a_400_and_changes_nothing(as_alice, world):
+    """PostgreSQL's text columns cannot hold a NUL: a filter that passed one on was a 500 there (SQLite took it)."""
+    from loop.models import Thesis
+
+    listing = as_alice.get(reverse("theses"), {"q": "top\x00k"})
+    assert listing.status_code == 400 and "NUL character" in listing.content.decode()
+    before = Thesis.objects.count()
+    form = {"title": "x\x00", "body": "y", "target": world["thesis"].target.name, "hardware": "h200", "priority": 0}
+    created = as_alice.post(reverse("thesis_new"), form)
+    assert created.status_code == 400 and Thesis.objects.count() == before
+    assert as_alice.get(reverse("theses"), {"q": "top k"}).status_code == 200
