@@ -94,8 +94,9 @@ def compile_key(fn, key) -> None:
 
     sig, consts, attrs = {}, {}, {}
     options = dict(dict(key)["options"])
+    constexpr = {p.name for p in fn.params if p.is_constexpr}
     for i, (name, v) in enumerate(key[:-1]):
-        if name in {p.name for p in fn.params if p.is_constexpr}:
+        if name in constexpr:
             sig[name], consts[name] = "constexpr", v
         elif isinstance(v, bool):
             sig[name] = "i1"

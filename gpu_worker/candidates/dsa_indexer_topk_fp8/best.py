@@ -83,7 +83,7 @@ def _to_global(out_ptr, bt_ptr, stride_bt, K, PG: tl.constexpr, BLOCK: tl.conste
     tl.store(out_ptr + m.to(tl.int64) * K + offs, tl.where(live, page * PG + j % PG, -1), mask=inside)
 
 
-# FOLD BEGIN: written by gpu_worker/candidates/fold_topk.py from topk_value_digits.py, digest 333125849407f0cb
+# FOLD BEGIN: written by gpu_worker/candidates/fold_topk.py from topk_value_digits.py, digest 8b25b6d98d7642d1
 
 
 @triton.jit
@@ -598,18 +598,20 @@ def _r_top(rr_row, k_eff, C, UPTO: tl.constexpr, CB: tl.constexpr):
     t = tl.zeros([], dtype=tl.uint32)
     need = tl.zeros([], dtype=tl.int32)
     per_t = tl.zeros([CB], dtype=tl.int32)
+    k_rem = k_eff                   # how many the top k still takes from level lv's bucket (as _r_prefix counts)
     for lv in tl.static_range(UPTO):
         at = rr_row + RS + lv * 2 * CB + 2 * cs_
         km = tl.load(at, mask=cs_ < C, other=0).to(tl.uint32, bitcast=True)
         cm = tl.load(at + 1, mask=cs_ < C, other=0)
         mx = tl.max(tl.where(cm > 0, km, 0), 0)
         per = tl.where((cm > 0) & (km == mx), cm, 0)
-        prefix_lv, pmask_lv, k_rem = _r_prefix(rr_row, k_eff, lv)
         hit = (found == 0) & (k_rem > 0) & (tl.sum(per, 0) >= k_rem)
         t = tl.where(hit, mx, t)
         need = tl.where(hit, k_rem, need)
         per_t = tl.where(hit, per, per_t)
         found = tl.where(hit, 1, found)
+        if lv + 1 < UPTO:
+            dsel, k_rem = _pick(tl.load(rr_row + lv * 256 + tl.arange(0, 256)), k_rem, 256)
     return found, t, need, per_t
 
 
