@@ -64,6 +64,21 @@ def _retiming_rule(request, settings):
     settings.ARK_PROMOTION_NEEDS_RETIMING = request.node.get_closest_marker("retiming") is not None
 
 
+
+@pytest.fixture(autouse=True)
+def _a_channel_layer_per_test():
+    """The process's channel layer is built anew for each test. A served process has one event loop and one
+    layer for its life; tests each have loops of their own (an async test's, every async_to_sync call's),
+    and channels_redis keeps per-loop state in the layer (a receive lock bound to the loop that took it, a
+    count of receivers in flight) that a test ending mid-receive leaves behind for the next one. One worker of
+    the suite hung once, for minutes, cancelling an async test's tasks at its loop's end (not reproduced
+    since, 25 runs of the socket tests alone)."""
+    from channels.layers import channel_layers
+
+    channel_layers.backends.clear()
+    yield
+    channel_layers.backends.clear()
+
 @pytest.fixture(autouse=True, scope="session")
 def _audit_unlocked_for_teardown():
     """Test teardown flushes tables; the event log's triggers allow that only while unlocked."""
