@@ -29,11 +29,15 @@ def shape_profiles(report) -> list[dict]:
         if entry.held_out or entry.candidate is None or entry.candidate.mean_us is None:
             continue
         profile = entry.profile or {}
+        slow = profile.get("slowest_family") or {}
         rows.append({"label": _label(entry.shape), "mean_us": entry.candidate.mean_us, "floor_us": entry.floor_us,
                      "floor_fraction": entry.floor_fraction, "bytes_fraction": entry.bytes_fraction,
                      "flops_fraction": entry.flops_fraction, "bound": entry.bound,
                      "kernels": profile.get("kernels") or [], "kernel_us": profile.get("kernel_us"),
-                     "profile_error": profile.get("error")})
+                     "family": profile.get("family"), "profile_error": profile.get("error"),
+                     # a value family much slower than the others, profiled on its own input (pipeline/profile.py)
+                     "slow_family": slow.get("family"), "slow_mean_us": slow.get("mean_us"),
+                     "slow_kernels": slow.get("kernels") or []})
     return rows
 
 
@@ -93,6 +97,10 @@ def prompt_section(report) -> str | None:
         if r["kernels"]:
             line += "; GPU kernels: " + ", ".join(
                 f"{k['name'][:60]} {k['us']:.1f} us x{k['launches']:g}" for k in r["kernels"][:PROMPT_KERNELS])
+        if r["slow_kernels"]:
+            line += (f"; on {r['slow_family']} values (mean {r['slow_mean_us']:.1f} us, the slowest family): " +
+                     ", ".join(f"{k['name'][:60]} {k['us']:.1f} us x{k['launches']:g}"
+                               for k in r["slow_kernels"][:PROMPT_KERNELS]))
         lines.append(line)
     for p in ceiling_points(report):
         lines.append(f"- e2e batch {p['batch']}, context {p['context']}: {p['text']}")

@@ -236,6 +236,21 @@ def benchmark(cfg, out, target, candidate, incumbent, default, seed: int, perf) 
             break
 
 
+def _profile(candidate_graph, flush, target, shape, seed, index, n_sets, times, saved_dir) -> dict:
+    """The candidate's per-kernel times on the last timed set's inputs (still in its buffers; its value family
+    named), and again on the slowest family's first set when that family is SLOW_FAMILY_FACTOR times slower
+    than the fastest (profile.slowest_family): where an input-determined slow path spends its time."""
+    graph, _, buffers = candidate_graph
+    result = profile.capture(graph.replay, flush.zero_, workdir=saved_dir)
+    families = [set_family(target, shape, j) for j in range(n_sets)]
+    result["family"] = families[-1]
+    slow = profile.slowest_family(times, families)
+    if slow is not None:
+        _load(buffers, set_inputs(target, shape, seed, index, slow["first_set"]))
+        result["slowest_family"] = dict(slow, **profile.capture(graph.replay, flush.zero_, workdir=saved_dir))
+    return result
+
+
 def _tamper_check(msg) -> None:
     """guard:tamper / guard:thread findings (pipeline/tamper.py) after the candidate's code ran, each once."""
     seen = {(f["code"], f["message"]) for f in msg["findings"]}
@@ -310,7 +325,8 @@ def _bench_shape(msg, target, shape, i, kernels, names, flush, persisting, n_set
                                 "stale_replays": stale if name == "candidate" else None}
     if DEVICE == "cuda":  # where the time goes: a few profiled replays after the timed ones, never scored
         try:
-            msg["profile"] = profile.capture(graphs["candidate"][0].replay, flush.zero_, workdir=saved_dir)
+            msg["profile"] = _profile(graphs["candidate"], flush, target, shape, seed, i, n_sets,
+                                      msg["kernels"]["candidate"]["times_us"], saved_dir)
         except Exception as e:  # the profile is context for people and proposers; its failure is not the candidate's
             msg["profile"] = {"error": candidate_text(f"{type(e).__name__}: {e}")[:300]}
     if first_failure is not None:

@@ -4,8 +4,9 @@ After a shape's timed replays, the bench child replays the candidate's captured 
 `torch.profiler` (the L2 flushed before each, as in timing). The trace is read as Chrome-trace JSON, the
 format torch.profiler writes: only the GPU kernels (and copies/memsets) launched by a graph launch count,
 so the flush between replays is left out. They are aggregated per kernel name into time per replay, launches
-per replay and share, the few largest named and the rest summed as "other". Nothing here is timed for the
-score: the events of the timed replays are (pipeline/bench_child.py).
+per replay and share, the few largest named and the rest summed as "other". A value family much slower than
+the others is profiled again on its own input (slowest_family). Nothing here is timed for the score: the
+events of the timed replays are (pipeline/bench_child.py; docs/benchmark.md, "Where the time goes").
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import tempfile
 
 PROFILED_REPLAYS = 3
 TOP_KERNELS = 8
+# A value family whose mean is this many times the fastest family's is profiled on its own (slowest_family).
+SLOW_FAMILY_FACTOR = 1.5
 GPU_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
 GRAPH_LAUNCHES = ("cudaGraphLaunch", "cuGraphLaunch")
 
@@ -70,3 +73,20 @@ def capture(replay, before=None, replays: int = PROFILED_REPLAYS, workdir=None) 
     finally:
         os.unlink(path)
     return aggregate(trace, replays)
+
+
+def slowest_family(times: list[float], families: list[str] | None, factor: float = SLOW_FAMILY_FACTOR):
+    """The family whose calls were slowest on average, with its mean and the first call index of it, when its
+    mean is at least `factor` times the fastest family's; else None. A target's families are its input value
+    kinds (ties, ReLU zeros, ...): where a kernel has an input-determined slow path, its time goes elsewhere
+    on those, and a profile of another family's input would not show it."""
+    if not families or len(set(families)) < 2:
+        return None
+    by: dict[str, list[float]] = {}
+    for t, f in zip(times, families):
+        by.setdefault(f, []).append(t)
+    means = {f: sum(v) / len(v) for f, v in by.items()}
+    slow = max(means, key=means.get)
+    if means[slow] < factor * min(means.values()):
+        return None
+    return {"family": slow, "mean_us": means[slow], "first_set": families.index(slow)}

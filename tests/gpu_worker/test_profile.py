@@ -56,6 +56,19 @@ def test_without_graph_launches_every_gpu_event_counts_and_the_tail_is_summed():
     assert got["kernel_us"] == pytest.approx(15.0)
 
 
+def test_the_slowest_family_is_profiled_only_when_it_is_much_slower():
+    families = ["normal", "ties", "relu"] * 4
+    times = [50.0, 140.0, 60.0] * 4        # ties 2.8x the fastest family: profiled on its first set
+    assert profile.slowest_family(times, families) == {"family": "ties", "mean_us": 140.0, "first_set": 1}
+    even = [50.0, 70.0, 60.0] * 4          # 1.4x: the families cost alike, one profile says enough
+    assert profile.slowest_family(even, families) is None
+    assert profile.slowest_family(times, ["normal"] * 12) is None and profile.slowest_family(times, None) is None
+    # one slow call in a family's 21 (128 sets over six families) does not make it slow: the mean decides
+    many = ["normal", "ties", "relu"] * 21
+    spike = [50.0, 52.0, 51.0] * 20 + [50.0, 300.0, 51.0]
+    assert profile.slowest_family(spike, many) is None
+
+
 def test_an_empty_trace_has_no_kernels_and_no_shares():
     got = profile.aggregate({"traceEvents": []}, replays=3)
     assert got["kernels"] == [] and got["kernel_us"] == 0.0

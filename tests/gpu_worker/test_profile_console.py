@@ -23,12 +23,16 @@ def as_charlie(charlie):
     return client
 
 
-def profiled_report(with_profile=True):
+def profiled_report(with_profile=True, slow_family=False):
     shapes = [reports.shape_result(4, 32768, 0.8), reports.shape_result(64, 131072, 0.85)]
     for s in shapes:
         s.update(floor_us=12.0, bound="memory", bytes_fraction=0.15, flops_fraction=0.01)
         if with_profile:
-            s["profile"] = profile.aggregate(canned_trace(), replays=2)
+            s["profile"] = dict(profile.aggregate(canned_trace(), replays=2), family="normal")
+    if slow_family:   # the second shape's ties inputs, profiled on their own (bench_child._profile)
+        slow = profile.aggregate(canned_trace(), replays=2)
+        slow["kernels"][0] = dict(slow["kernels"][0], name="_r_hist", us=88.5)
+        shapes[1]["profile"]["slowest_family"] = dict(slow, family="ties", mean_us=140.0, first_set=1)
     point = dict(reports.e2e_point(32, 131072, ratio=1.149), ceiling_tok_s=1220.0, ceiling_ratio=1.22,
                  ceiling_ratio_ci95=[1.21, 1.23], ceiling_attained=1149 / 1220, gain_attained=149 / 220)
     return reports.report(shapes=shapes, points=[reports.e2e_point(1, 8192), point])
@@ -45,6 +49,17 @@ def test_the_candidate_page_shows_the_profile_the_floor_and_the_ceiling(as_charl
     assert names == ["_topk_histogram_kernel", "_topk_select_kernel", "Memset (Device)", "floor"]
     assert response.context["kernel_chart"]["data"][0]["y"] == [9.5, 9.5]
     assert len(response.context["ceilings"]) == 1  # the point without a ceiling is not made one
+
+
+def test_a_much_slower_value_family_shows_where_its_own_time_goes(as_charlie, alice):
+    run = builders.make_run(alice)
+    candidate = builders.evaluated(run, profiled_report(slow_family=True))
+    page = as_charlie.get(reverse("candidate", args=[candidate.pk])).content.decode()
+    assert page.count('data-testid="slow-family"') == 1 and "<strong>ties</strong> values, the slowest" in page
+    assert "_r_hist" in page and "(normal values)" in page
+    section = where_time.prompt_section(profiled_report(slow_family=True))
+    assert "on ties values (mean 140.0 us, the slowest family): _r_hist 88.5 us x1" in section
+    assert "ties values" not in where_time.prompt_section(profiled_report())
 
 
 def test_a_report_without_a_profile_says_so_and_an_old_report_shows_no_section(as_charlie, alice):
