@@ -59,8 +59,15 @@ def ceiling_points(report) -> list[dict]:
 
 
 def kernel_chart(rows: list[dict]) -> dict | None:
-    """Stacked bars: each shape's profiled GPU time per kernel, the floor marked; None without a profile."""
-    rows = [r for r in rows if r["kernels"]]
+    """Stacked bars: each shape's profiled GPU time per kernel, the floor marked, and beside a shape whose
+    slowest value family was profiled on its own, that family's bar; None without a profile."""
+    bars = []
+    for r in rows:
+        if r["kernels"]:
+            bars.append(r)
+        if r["slow_kernels"]:  # the slowest value family's own profile, as a bar beside its shape's
+            bars.append(dict(r, label=f"{r['label']} ({r['slow_family']})", kernels=r["slow_kernels"]))
+    rows = bars
     if not rows:
         return None
     fig = go.Figure()
