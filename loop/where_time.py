@@ -93,6 +93,10 @@ def _pct(x) -> str:
     return f"{x:.0%}" if x is not None else "not measured"
 
 
+def _kernels_text(kernels: list[dict]) -> str:
+    return ", ".join(f"{k['name'][:60]} {k['us']:.1f} us x{k['launches']:g}" for k in kernels[:PROMPT_KERNELS])
+
+
 def prompt_section(report) -> str | None:
     """A compact "where the time goes" for a proposer, from the incumbent's latest report; None without data."""
     lines = []
@@ -102,12 +106,10 @@ def prompt_section(report) -> str | None:
                 f"- {r['label']}: {r['mean_us']:.1f} us mean; no floor on this hardware")
         line += f"; bytes {_pct(r['bytes_fraction'])} of peak, FLOPs {_pct(r['flops_fraction'])} of peak"
         if r["kernels"]:
-            line += "; GPU kernels: " + ", ".join(
-                f"{k['name'][:60]} {k['us']:.1f} us x{k['launches']:g}" for k in r["kernels"][:PROMPT_KERNELS])
+            line += "; GPU kernels: " + _kernels_text(r["kernels"])
         if r["slow_kernels"]:
-            line += (f"; on {r['slow_family']} values (mean {r['slow_mean_us']:.1f} us, the slowest family): " +
-                     ", ".join(f"{k['name'][:60]} {k['us']:.1f} us x{k['launches']:g}"
-                               for k in r["slow_kernels"][:PROMPT_KERNELS]))
+            line += (f"; on {r['slow_family']} values (mean {r['slow_mean_us']:.1f} us, the slowest family): "
+                     + _kernels_text(r["slow_kernels"]))
         lines.append(line)
     for p in ceiling_points(report):
         lines.append(f"- e2e batch {p['batch']}, context {p['context']}: {p['text']}")

@@ -236,13 +236,12 @@ def benchmark(cfg, out, target, candidate, incumbent, default, seed: int, perf) 
             break
 
 
-def _profile(candidate_graph, flush, target, shape, seed, index, n_sets, times, saved_dir) -> dict:
+def _profile(candidate_graph, flush, target, shape, seed, index, families, times, saved_dir) -> dict:
     """The candidate's per-kernel times on the last timed set's inputs (still in its buffers; its value family
     named), and again on the slowest family's first set when that family is SLOW_FAMILY_FACTOR times slower
     than the fastest (profile.slowest_family): where an input-determined slow path spends its time."""
     graph, _, buffers = candidate_graph
     result = profile.capture(graph.replay, flush.zero_, workdir=saved_dir)
-    families = [set_family(target, shape, j) for j in range(n_sets)]
     result["family"] = families[-1]
     slow = profile.slowest_family(times, families)
     if slow is not None:
@@ -323,9 +322,10 @@ def _bench_shape(msg, target, shape, i, kernels, names, flush, persisting, n_set
         host_us, host_event_us = _host_timed(graphs[name][0].replay, perf)
         msg["kernels"][name] = {"times_us": times, "host_us": host_us, "host_event_us": host_event_us,
                                 "stale_replays": stale if name == "candidate" else None}
+    families = [set_family(target, shape, j) for j in range(n_sets)]
     if DEVICE == "cuda":  # where the time goes: a few profiled replays after the timed ones, never scored
         try:
-            msg["profile"] = _profile(graphs["candidate"], flush, target, shape, seed, i, n_sets,
+            msg["profile"] = _profile(graphs["candidate"], flush, target, shape, seed, i, families,
                                       msg["kernels"]["candidate"]["times_us"], saved_dir)
         except Exception as e:  # the profile is context for people and proposers; its failure is not the candidate's
             msg["profile"] = {"error": candidate_text(f"{type(e).__name__}: {e}")[:300]}
@@ -336,5 +336,5 @@ def _bench_shape(msg, target, shape, i, kernels, names, flush, persisting, n_set
             f"{check_failures} of {n_sets} timed replays on fresh inputs failed the check; the first, set {j}: "
             + ("its output was the answer to the previous inputs. " if was_stale else "") + message[:500])})
     msg.update(rounds=n_sets, input_sets=n_sets, timed_wall_s=wall_s, saved=saved,
-               families=[set_family(target, shape, j) for j in range(n_sets)],
+               families=families,
                check={"pass": first_failure is None, "failures": check_failures})

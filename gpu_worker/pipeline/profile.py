@@ -15,6 +15,8 @@ import json
 import os
 import tempfile
 
+from .stats import family_means
+
 PROFILED_REPLAYS = 3
 TOP_KERNELS = 8
 # A value family whose mean is this many times the fastest family's is profiled on its own (slowest_family).
@@ -80,12 +82,9 @@ def slowest_family(times: list[float], families: list[str] | None, factor: float
     mean is at least `factor` times the fastest family's; else None. A target's families are its input value
     kinds (ties, ReLU zeros, ...): where a kernel has an input-determined slow path, its time goes elsewhere
     on those, and a profile of another family's input would not show it."""
-    if not families or len(set(families)) < 2:
+    means = family_means(times, families)
+    if not means or len(means) < 2:
         return None
-    by: dict[str, list[float]] = {}
-    for t, f in zip(times, families):
-        by.setdefault(f, []).append(t)
-    means = {f: sum(v) / len(v) for f, v in by.items()}
     slow = max(means, key=means.get)
     if means[slow] < factor * min(means.values()):
         return None
