@@ -31,6 +31,7 @@ class _Recorder:
 def test_kd_early_read_stays_in_its_buffers(rel):
     m = _load(rel)
     launches = []
+    kd_args = m._kd_place.arg_names        # the positions of KD's arguments, read from the kernel itself
     for name in KERNELS:
         setattr(m, name, _Recorder(name, launches))
     seen_overhang = False
@@ -39,7 +40,8 @@ def test_kd_early_read_stays_in_its_buffers(rel):
         m.forward(torch.zeros(M, N), torch.full((M,), N, dtype=torch.int32), 2048)
         (grid, args, kwargs), = [(g, a, kw) for name, g, a, kw in launches if name == "_kd_place"]
         rows, C = grid
-        ck, ci, RC, RT = args[3], args[4], args[15], kwargs["RT"]
+        named = dict(zip(kd_args, args))
+        ck, ci, RC, RT = named["ck_ptr"], named["ci_ptr"], named["RC"], kwargs["RT"]
         assert kwargs.get("EARLY", 1), "the early read is on by default"
         seen_overhang |= RT > RC
         for buf in (ck, ci):

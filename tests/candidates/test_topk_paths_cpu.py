@@ -80,7 +80,7 @@ def test_a_tie_bucket_at_the_kth_key_ends_the_refine_early(rel):
     than k (the ties family), is fixed by level 0 (levels 1-3 count nothing); ReLU zeros under fewer than k
     positives by level 1 (levels 2-3 count nothing); one octave of distinct values needs all four levels. The
     answers stay exact, and the level histograms show which levels ran."""
-    m = _load(rel, dict(V8, ALPHA_X2=40, BETA=200, ATOMIC=1))
+    m = _load(rel, dict(V8, ALPHA_X2=40, BETA=200, ATOMIC=1, TIE=0))     # KA's tie mark off: the refine runs
     spy = _AllocationSpy()
     m.torch = spy
     g = torch.Generator().manual_seed(11)
@@ -97,3 +97,36 @@ def test_a_tie_bucket_at_the_kth_key_ends_the_refine_early(rel):
     assert levels[0, 0] == N and levels[0, 1:].tolist() == [0, 0, 0]
     assert levels[1, 0] == N and levels[1, 1] > k and levels[1, 2:].tolist() == [0, 0]
     assert (levels[2] > 0).all()
+
+
+@pytest.mark.parametrize("rel", [KEY, VALUE], ids=["key", "value"])
+def test_a_tie_at_the_threshold_is_taken_without_the_refine(rel):
+    """KA marks a row whose sample puts a crowded key at the threshold (mode 3): KB counts that key's copies and
+    KD takes the first ones in index order, so the row never reaches the refine. Rows: 5 distinct values (the
+    k-th key the largest, with ~600 copies), ReLU zeros under fewer than k positives, a short row read whole
+    of 3 values; and a crowded key below the k-th (marked, but more than k keys above it: the common modes).
+    The answers are exact, and the tie's copies come from every program's part (_tie_quota), the same set on
+    every call."""
+    m = _load(rel, dict(V8, SMALLR=64))
+    spy = _AllocationSpy()
+    m.torch = spy
+    g = torch.Generator().manual_seed(13)
+    N, k = 3000, 64
+    below = torch.full((N,), -1.0)
+    below[:100] = 0.5 + 0.5 * torch.rand(100, generator=g)     # 100 distinct keys above 1500 copies of 0.5
+    below[100:1600] = 0.5
+    below = below[torch.randperm(N, generator=g)]
+    short = torch.full((N,), -5.0)
+    short[:400] = torch.randint(0, 3, (400,), generator=g).float()
+    x = torch.stack([torch.randint(0, 5, (N,), generator=g).float(), torch.relu(torch.randn(N, generator=g) - 2.9),
+                     short, below])
+    lengths = torch.tensor([N, N - 11, 400, N], dtype=torch.int32)
+    out = m.forward(x, lengths, k)
+    check_topk(out, x, lengths, k)
+    info = [t for t in spy.made if t.dim() == 2 and t.shape == (4, 4)][-1]      # KD's decision per row
+    assert info[:3, 0].tolist() == [3, 3, 3] and info[3, 0] in (1, 2)
+    for r in range(3):        # the tie's copies are taken from every program's part, not from the first ones
+        row = x[r, :lengths[r]]
+        taken = out[r][row[out[r]] == row[out[r]].min()]
+        assert int(taken.max()) > int((row == row[out[r]].min()).nonzero()[len(taken) - 1])
+    assert torch.equal(out, m.forward(x, lengths, k))

@@ -9,7 +9,7 @@ import triton
 import triton.language as tl
 
 PARAMS = {"ROWS": 4, "BLOCK_N": 64, "N_PER_PROG": 4096, "TRANS": 1, "num_warps": 8, "num_stages": 3,
-          "TK_BLOCK": 1024, "TK_TARGET_CTAS": 1024, "TK_MAX_C": 64, "TK_num_warps": 4, "TK_SMALL": 4096, "TK_SEL_WARPS": 16, "TK_NS": 64, "TK_G": 16, "TK_ALPHA_X2": 3, "TK_BETA": 12, "TK_ATOMIC": 1, "TK_MIN_C": 16, "TK_SMALLR": 512, "TK_SPAN_BITS": 9, "TK_SMALLTA": 1024, "TK_HREG": 0, "TK_KD_WARPS": 4, "TK_PF": 2, "TK_SCAN_MAX_ROWS": 8, "TK_KA_WARPS": 8, "TK_PDL": 1, "TK_WARP": 1, "TK_KD_EARLY": 1, "TK_RBLOCK": 2048}
+          "TK_BLOCK": 1024, "TK_TARGET_CTAS": 1024, "TK_MAX_C": 64, "TK_num_warps": 4, "TK_SMALL": 4096, "TK_SEL_WARPS": 16, "TK_NS": 64, "TK_G": 16, "TK_ALPHA_X2": 3, "TK_BETA": 12, "TK_ATOMIC": 1, "TK_MIN_C": 16, "TK_SMALLR": 512, "TK_SPAN_BITS": 9, "TK_SMALLTA": 1024, "TK_HREG": 0, "TK_KD_WARPS": 4, "TK_PF": 2, "TK_SCAN_MAX_ROWS": 8, "TK_KA_WARPS": 8, "TK_PDL": 1, "TK_WARP": 1, "TK_KD_EARLY": 1, "TK_RBLOCK": 2048, "TK_TIE": 1}
 SPACE = {"ROWS": [1, 2, 4], "BLOCK_N": [64, 128, 256], "N_PER_PROG": [1024, 2048, 4096, 8192], "TRANS": [0, 1],
          "num_warps": [4, 8], "num_stages": [2, 3, 4], "TK_NS": [128, 256], "TK_SEL_WARPS": [8, 16],
          "TK_SPAN_BITS": [8, 9, 10], "TK_PDL": [0, 1]}
@@ -66,7 +66,7 @@ def _logits_kernel(q_ptr, k_ptr, w_ptr, len_ptr, out_ptr, stride_om, M, s0, cw,
         tl.store(optr, lg, mask=mm[:, None] & nm[None, :])
 
 
-# FOLD BEGIN: written by gpu_worker/candidates/fold_topk.py from topk_value_digits.py, digest 8b25b6d98d7642d1
+# FOLD BEGIN: written by gpu_worker/candidates/fold_topk.py from topk_value_digits.py, digest ba51d8d6351ae13c
 
 
 @triton.jit
@@ -154,7 +154,8 @@ NO_SPEC = ["N", "C"]
 @triton.jit(do_not_specialize=NO_SPEC)
 def _ka_sample(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, rh_ptr, scr_ptr, N, K, SMALL, C, NS: tl.constexpr,
                G: tl.constexpr, ALPHA_X2: tl.constexpr, BETA: tl.constexpr, CB: tl.constexpr,
-               SMALLTA: tl.constexpr, SPAN_BITS: tl.constexpr, PDL: tl.constexpr, FULL: tl.constexpr):
+               SMALLTA: tl.constexpr, SPAN_BITS: tl.constexpr, PDL: tl.constexpr, FULL: tl.constexpr,
+               SMALLR: tl.constexpr, TIE: tl.constexpr):
     row = tl.program_id(0)
     if PDL:
         tl.extra.cuda.gdc_launch_dependents()     # KB may start now: it waits for this grid before reading its output
@@ -166,6 +167,7 @@ def _ka_sample(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, rh_ptr, scr_ptr, N, K
     s_ = tl.arange(0, S)
     thr = tl.zeros([], dtype=tl.uint32)
     span = tl.zeros([], dtype=tl.uint32)
+    tie = tl.zeros([], dtype=tl.int32)
     if L > SMALL:
         gap = tl.multiple_of(L // NS // G * G, G)       # groups start at multiples of G: wide loads
         key = _key(tl.load(x_ptr + row.to(tl.int64) * stride_x + (s_ // G) * gap + s_ % G))
@@ -173,6 +175,13 @@ def _ka_sample(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, rh_ptr, scr_ptr, N, K
         # at least r samples >= thr (relative to the smallest sample, so that the first level spreads)
         lo_key = tl.min(key, 0)
         thr = _approx_top(key - lo_key, key >= lo_key, r, scr_ptr + row * SMALLTA, SMALLTA, SMALLTA < S) + lo_key
+        if TIE:
+            # a tie bucket at the threshold: q, the smallest sampled key at or above thr, with more samples than
+            # SMALLR copies in the row would give (then q's digit would be crowded, or a region overflow): the
+            # threshold becomes q itself, KB counts q's copies and KD takes them in index order (mode 3)
+            q = tl.min(tl.where(key >= thr, key, tl.full([], 0xFFFFFFFF, tl.uint32)), 0)
+            tie = (tl.sum((key == q).to(tl.int32), 0) > (SMALLR * S) // L).to(tl.int32)
+            thr = tl.where(tie != 0, q, thr)
         span = tl.max(key, 0) - thr
     elif L > K:
         # a short row (at most FULL = SMALL values), read whole: thr just below a key t with at least k values
@@ -183,6 +192,11 @@ def _ka_sample(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, rh_ptr, scr_ptr, N, K
         lo_key = tl.min(tl.where(m, key, tl.full([], 0xFFFFFFFF, tl.uint32)), 0)
         t = _approx_top(key - lo_key, m, k_eff, scr_ptr + row * SMALLTA, SMALLTA, SMALLTA < FULL) + lo_key
         thr = tl.maximum(t, 1) - 1
+        if TIE:
+            # the same for a row read whole, by exact counts
+            q = tl.min(tl.where(m & (key >= t), key, tl.full([], 0xFFFFFFFF, tl.uint32)), 0)
+            tie = (tl.sum((m & (key == q)).to(tl.int32), 0) > SMALLR).to(tl.int32)
+            thr = tl.where(tie != 0, q, thr)
         span = tl.max(tl.where(m, key, 0), 0) - thr
     # the digit scale: the values from thr to the largest sample span 3/4 of 2^SPAN_BITS digits; digits
     # clamp to 255, so the top of that span shares the last digit (far above the k-th value). No span (or
@@ -191,8 +205,9 @@ def _ka_sample(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, rh_ptr, scr_ptr, N, K
     top = _val(thr + span)
     width = top - tv
     sc = tl.where((span > 0) & (width > 0) & (width < float("inf")), (3 << (SPAN_BITS - 2)) / width, 0.0)
-    tl.store(thr_ptr + row * 2, thr.to(tl.int32, bitcast=True))
-    tl.store(thr_ptr + row * 2 + 1, sc.to(tl.int32, bitcast=True))
+    tl.store(thr_ptr + row * 4, thr.to(tl.int32, bitcast=True))
+    tl.store(thr_ptr + row * 4 + 1, sc.to(tl.int32, bitcast=True))
+    tl.store(thr_ptr + row * 4 + 2, tie)
 
 
 @triton.jit
@@ -332,8 +347,16 @@ def _kb_take(key, offs, m, thr, sc, n_gt, hist, cnt_at, ck_reg, ci_reg, RC, BLOC
     return n_gt, hist
 
 
+@triton.jit
+def _kb_eq(eqv, key, m, thr, tie):
+    """eqv + the values equal to thr, on a row that KA marked a tie (nothing otherwise)."""
+    if tie != 0:
+        eqv += (m & (key == thr)).to(tl.int32)
+    return eqv
+
+
 @triton.jit(do_not_specialize=NO_SPEC)
-def _kb_filter(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, hist_ptr, rh_ptr, N, K, C,
+def _kb_filter(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, eq_ptr, ck_ptr, ci_ptr, hist_ptr, rh_ptr, N, K, C,
                RC, BLOCK: tl.constexpr, ATOMIC: tl.constexpr, HB: tl.constexpr, HREG: tl.constexpr, PF: tl.constexpr,
                PDL: tl.constexpr, WARP: tl.constexpr):
     row = tl.program_id(0)
@@ -361,8 +384,10 @@ def _kb_filter(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, hist_
     if PDL:
         tl.extra.cuda.gdc_wait()       # KA's threshold, zeroed counters and row histogram are visible after this
         tl.extra.cuda.gdc_launch_dependents()
-    thr = tl.load(thr_ptr + row * 2).to(tl.uint32, bitcast=True)
-    sc = tl.load(thr_ptr + row * 2 + 1).to(tl.float32, bitcast=True)     # the digit scale
+    thr = tl.load(thr_ptr + row * 4).to(tl.uint32, bitcast=True)
+    sc = tl.load(thr_ptr + row * 4 + 1).to(tl.float32, bitcast=True)     # the digit scale
+    tie = tl.load(thr_ptr + row * 4 + 2)
+    eqv = tl.zeros([BLOCK], dtype=tl.int32)       # a tie row's copies of thr (KA's mode-3 hint), per lane
     if PF == 2:
         # two blocks in flight while one is filtered: more bytes in flight per program
         for start in range(lo, mid, BLOCK):
@@ -370,8 +395,10 @@ def _kb_filter(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, hist_
             nxt = nxt2
             offs = start + ar
             nxt2 = tl.load(x_row + offs + 2 * BLOCK, mask=offs + 2 * BLOCK < mid, other=0.0)
-            n_gt, hist = _kb_take(_key(cur), offs, offs < hi, thr, sc, n_gt, hist, cnt_at, ck_reg, ci_reg, RC,
+            key = _key(cur)
+            n_gt, hist = _kb_take(key, offs, offs < hi, thr, sc, n_gt, hist, cnt_at, ck_reg, ci_reg, RC,
                                   BLOCK, ATOMIC, HREG, WARP, True)
+            eqv = _kb_eq(eqv, key, offs < hi, thr, tie)
     elif PF:
         # the next block's load is issued before this block's slots are taken (an atomic's or a scan's
         # latency), so the two overlap; masks against mid keep 16-byte loads (mid - lo is whole blocks)
@@ -379,18 +406,25 @@ def _kb_filter(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, hist_
             cur = nxt
             offs = start + ar
             nxt = tl.load(x_row + offs + BLOCK, mask=offs + BLOCK < mid, other=0.0)
-            n_gt, hist = _kb_take(_key(cur), offs, offs < hi, thr, sc, n_gt, hist, cnt_at, ck_reg, ci_reg, RC,
+            key = _key(cur)
+            n_gt, hist = _kb_take(key, offs, offs < hi, thr, sc, n_gt, hist, cnt_at, ck_reg, ci_reg, RC,
                                   BLOCK, ATOMIC, HREG, WARP, True)
+            eqv = _kb_eq(eqv, key, offs < hi, thr, tie)
     else:
         for start in range(lo, mid, BLOCK):
             offs = start + ar
-            n_gt, hist = _kb_take(_key(tl.load(x_row + offs)), offs, offs < hi, thr, sc, n_gt, hist, cnt_at, ck_reg,
+            key = _key(tl.load(x_row + offs))
+            n_gt, hist = _kb_take(key, offs, offs < hi, thr, sc, n_gt, hist, cnt_at, ck_reg,
                                   ci_reg, RC, BLOCK, ATOMIC, HREG, WARP, True)
+            eqv = _kb_eq(eqv, key, offs < hi, thr, tie)
     if mid < hi:
         offs = mid + ar
         m = offs < hi
-        n_gt, hist = _kb_take(_key(tl.load(x_row + offs, mask=m, other=0.0)), offs, m, thr, sc, n_gt, hist, cnt_at,
+        key = _key(tl.load(x_row + offs, mask=m, other=0.0))
+        n_gt, hist = _kb_take(key, offs, m, thr, sc, n_gt, hist, cnt_at,
                               ck_reg, ci_reg, RC, BLOCK, ATOMIC, HREG, WARP, False)
+        eqv = _kb_eq(eqv, key, m, thr, tie)
+    tl.store(eq_ptr + row * C + c, tl.sum(eqv, 0))
     if ATOMIC or WARP:
         tl.debug_barrier()
         n_gt = tl.atomic_add(cnt_at, 0)          # the final count, after every program's atomics
@@ -433,16 +467,37 @@ def _rank_store(rs, cnt, k_rem, o_at, R: tl.constexpr, SMALLR: tl.constexpr):
         done += tl.sum(sel.to(tl.int32), 0)
 
 
-@triton.jit(do_not_specialize=NO_SPEC)
-def _kd_place(len_ptr, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, hist_ptr, rh_ptr, rscr_ptr, info_ptr, rr_ptr, out_ptr, stride_o,
-              N, K, C, RC, RR: tl.constexpr, CB: tl.constexpr, RT: tl.constexpr, SMALLR: tl.constexpr, PDL: tl.constexpr,
-              EARLY: tl.constexpr):
+@triton.jit
+def _tie_quota(eqs, need):
+    """How many copies of a tie each program takes: the first min(eqs_c, t - 1) of its own, and one more for the
+    first programs (by index) that have t, for the smallest t with sum(min(eqs, t)) >= need (<= sum(eqs)).
+    The same table on every program of the row: a deterministic set, each program's share near need / C."""
+    lo = tl.zeros([], dtype=tl.int32)
+    hi = tl.max(eqs, 0)
+    for _i in tl.static_range(31):          # binary search: the counts are below 2^31
+        mid = (lo + hi) // 2
+        enough = tl.sum(tl.minimum(eqs, mid), 0) >= need
+        hi = tl.where(enough, mid, hi)
+        lo = tl.where(enough, lo, mid + 1)
+    take = tl.minimum(eqs, hi - 1)
+    more = eqs >= hi
+    rank = tl.cumsum(more.to(tl.int32), 0) - 1       # among the programs that can take one more
+    return take + (more & (rank < need - tl.sum(take, 0))).to(tl.int32)
+
+
+@triton.jit(do_not_specialize=NO_SPEC + ["stride_x"])    # its one read of the logits (mode 3) is not the hot loop
+def _kd_place(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, eq_ptr, ck_ptr, ci_ptr, hist_ptr, rh_ptr, rscr_ptr, info_ptr,
+              rr_ptr, out_ptr, stride_o, N, K, C, RC, RR: tl.constexpr, CB: tl.constexpr, RT: tl.constexpr,
+              SMALLR: tl.constexpr, PDL: tl.constexpr, EARLY: tl.constexpr, TB: tl.constexpr):
     """grid (M, C): KC's two common cases spread over the row's C programs, each placing its own region.
     Every program of a row reads the same counts and tables and so reaches the same decision:
       mode 1, n_gt == k_eff: every candidate, at the offset of the regions before it.
       mode 2, path A with a chosen digit dsel < 255 of at most SMALLR members: its candidates of a larger
         digit go to the output, its members of dsel to the row's rank scratch, at offsets read from two columns
         of the suffix counts of the programs before it (no atomics: deterministic). KC ranks the members.
+      mode 3, a row KA marked a tie at thr (more than SMALLR copies of it, by the sample) with
+        n_gt < k_eff <= n_gt + #(key == thr): every candidate as in mode 1, then k_eff - n_gt copies of thr,
+        spread over the programs by the counts KB took (_tie_quota): each takes the first ones of its part.
       mode 0: anything else (a region overflowed, too few candidates, a big or top digit bin): the refine
         kernels (_r_hist, _r_place) select the row over all its C programs; program 0 zeroes their scratch.
     Program 0 of the row records the mode, k_rem and the member count for KC.
@@ -458,16 +513,19 @@ def _kd_place(len_ptr, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, hist_ptr, rh_ptr, rscr_
     if EARLY:
         idx_e = tl.load(ci_ptr + reg + o)
         key_e = tl.load(ck_ptr + reg + o).to(tl.uint32, bitcast=True)
-    _, k_eff = _row_len(len_ptr, row, N, K)
-    thr = tl.load(thr_ptr + row * 2).to(tl.uint32, bitcast=True)
-    sc = tl.load(thr_ptr + row * 2 + 1).to(tl.float32, bitcast=True)     # the digit scale
+    L, k_eff = _row_len(len_ptr, row, N, K)
+    thr = tl.load(thr_ptr + row * 4).to(tl.uint32, bitcast=True)
+    sc = tl.load(thr_ptr + row * 4 + 1).to(tl.float32, bitcast=True)     # the digit scale
     cs_ = tl.arange(0, CB)
     cmask = cs_ < C
     gts = tl.load(cnt_ptr + row * C + cs_, mask=cmask, other=0)
     n_gt = tl.sum(gts, 0)
     dsel, k_rem, cnt = _pick_n(tl.load(rh_ptr + row * 256 + tl.arange(0, 256)), k_eff, 256)
     ok = tl.max(gts, 0) <= tl.minimum(RC, RT)
-    mode = tl.where(ok & (n_gt == k_eff), 1, tl.where(ok & (n_gt > k_eff) & (dsel < 255) & (cnt <= SMALLR), 2, 0))
+    eqs = tl.load(eq_ptr + row * C + cs_, mask=cmask, other=0)    # 0 unless KA marked a tie
+    n_eq = tl.sum(eqs, 0)
+    mode = tl.where(ok & (n_gt == k_eff), 1, tl.where(ok & (n_gt > k_eff) & (dsel < 255) & (cnt <= SMALLR), 2,
+                    tl.where(ok & (n_gt < k_eff) & (n_gt + n_eq >= k_eff), 3, 0)))
     if c == 0:
         if mode == 0:
             rb = tl.arange(0, 1024)
@@ -485,9 +543,30 @@ def _kd_place(len_ptr, thr_ptr, cnt_ptr, ck_ptr, ci_ptr, hist_ptr, rh_ptr, rscr_
             idx = idx_e
         else:
             idx = tl.load(ci_ptr + reg + o, mask=live, other=0)
-        if mode == 1:
+        if mode != 2:
             off = tl.sum(tl.where(before, gts, 0), 0)
             tl.store(o_row + off + tl.cumsum(live.to(tl.int32), 0) - 1, idx, mask=live)
+            if mode == 3:
+                # thr's copies after the n_gt candidates: the need = k_eff - n_gt of them spread over the
+                # programs (each takes the first take_c copies of its own part), so that each reads about
+                # need / C of them instead of the first programs reading their whole parts
+                need = k_eff - n_gt
+                take = _tie_quota(eqs, need)
+                off_t = n_gt + tl.sum(tl.where(before, take, 0), 0)
+                mine = tl.sum(tl.where(cs_ == c, take, 0), 0)
+                taken = 0
+                x_row = x_ptr + row.to(tl.int64) * stride_x
+                ch = tl.cdiv(tl.cdiv(L, C), 64) * 64        # KB's part of the row
+                lo = c * ch
+                hi = tl.minimum(lo + ch, L)
+                for start in range(lo, hi, TB):
+                    if taken < mine:
+                        offs = start + tl.arange(0, TB)
+                        m = offs < hi
+                        eq = m & (_key(tl.load(x_row + offs, mask=m, other=0.0)) == thr)
+                        e = taken + tl.cumsum(eq.to(tl.int32), 0)
+                        tl.store(o_row + off_t + e - 1, offs, mask=eq & (e <= mine))
+                        taken += tl.sum(eq.to(tl.int32), 0)
         else:
             if EARLY:
                 key = key_e
@@ -693,7 +772,7 @@ def _r_place(x_ptr, stride_x, len_ptr, info_ptr, rr_ptr, hist_ptr, out_ptr, stri
 
 def _topk(logits, lengths, k, out, BLOCK, TARGET_CTAS, MAX_C, num_warps, SMALL, SEL_WARPS, NS, G,
               ALPHA_X2, BETA, ATOMIC=0, MIN_C=16, SMALLR=512, SPAN_BITS=9, SMALLTA=1024, HREG=0,
-              KD_WARPS=4, PF=1, SCAN_MAX_ROWS=8, KA_WARPS=8, PDL=1, WARP=1, KD_EARLY=1, RBLOCK=1024):
+              KD_WARPS=4, PF=1, SCAN_MAX_ROWS=8, KA_WARPS=8, PDL=1, WARP=1, KD_EARLY=1, RBLOCK=1024, TIE=1):
     M, N = logits.shape
     dev = logits.device
     assert BLOCK <= 32768 and N < 2 ** 31 and NS * G <= SMALL and MAX_C in (1, 2, 4, 8, 16, 32, 64)
@@ -707,8 +786,9 @@ def _topk(logits, lengths, k, out, BLOCK, TARGET_CTAS, MAX_C, num_warps, SMALL, 
     C = min(want, MAX_C, 1 << (nblk.bit_length() - 1))       # a power of two <= MAX_C (64) and <= nblk
     RC = 2 * SMALL // C                                       # >= SMALL / C + 64 while C <= 64
     CB = 64                                                   # programs per row, at most
-    thr = torch.empty((M, 2), dtype=torch.int32, device=dev)     # threshold key, digit scale (f32)
+    thr = torch.empty((M, 4), dtype=torch.int32, device=dev)     # threshold key, digit scale (f32), tie mark
     cnt = torch.empty((M, C), dtype=torch.int32, device=dev)      # zeroed by KA, written by KB: no memset
+    eqc = torch.empty((M, C), dtype=torch.int32, device=dev)      # KB: copies of thr per program on a tie row
     RT = 512 if RC <= 512 else 2048                           # slots KD's early load reads per region
     # KD's early load reads RT slots of every region unmasked: past the last region of cand[1] lie
     # RT - RC allocated slots, so that read never leaves the buffer (it read up to RT - RC slots past its end)
@@ -734,12 +814,13 @@ def _topk(logits, lengths, k, out, BLOCK, TARGET_CTAS, MAX_C, num_warps, SMALL, 
     elif M <= SCAN_MAX_ROWS:
         ATOMIC = 0      # few rows (programs of one or two blocks): a block scan beats slots from atomics
     _ka_sample[(M,)](logits, sx, lengths, thr, cnt, rhist, scra, N, k, SMALL, C, NS=NS, G=G, ALPHA_X2=ALPHA_X2, BETA=BETA,
-                     CB=CB, SMALLTA=SMALLTA, SPAN_BITS=SPAN_BITS, PDL=pdl, FULL=SMALL, num_warps=KA_WARPS)
-    _kb_filter[(M, C)](logits, sx, lengths, thr, cnt, cand[0], cand[1], hist, rhist, N, k, C, RC, BLOCK=BLOCK,
+                     CB=CB, SMALLTA=SMALLTA, SPAN_BITS=SPAN_BITS, PDL=pdl, FULL=SMALL, SMALLR=SMALLR,
+                     TIE=TIE, num_warps=KA_WARPS)
+    _kb_filter[(M, C)](logits, sx, lengths, thr, cnt, eqc, cand[0], cand[1], hist, rhist, N, k, C, RC, BLOCK=BLOCK,
                        ATOMIC=ATOMIC, HB=256, HREG=HREG, PF=PF, PDL=pdl, WARP=warp, num_warps=num_warps, **lp)
-    _kd_place[(M, C)](lengths, thr, cnt, cand[0], cand[1], hist, rhist, rscr, info, rr, out, out.stride(0), N, k, C,
-                      RC, RR=RR, CB=CB, RT=RT, SMALLR=SMALLR, PDL=pdl, EARLY=KD_EARLY,
-                      num_warps=KD_WARPS, **lp)
+    _kd_place[(M, C)](logits, sx, lengths, thr, cnt, eqc, cand[0], cand[1], hist, rhist, rscr, info, rr, out,
+                      out.stride(0), N, k, C, RC, RR=RR, CB=CB, RT=RT, SMALLR=SMALLR, PDL=pdl, EARLY=KD_EARLY,
+                      TB=1024, num_warps=KD_WARPS, **lp)
     _kc_select[(M,)](lengths, rscr, info, out, out.stride(0), N, k, KBLOCK=1024, SMALLR=SMALLR, PDL=pdl,
                      num_warps=SEL_WARPS, **lp)
     # the refine: launched every call (no host sync decides it), its programs return at once on other rows
