@@ -107,7 +107,7 @@ def test_a_tie_at_the_threshold_is_taken_without_the_refine(rel):
     of 3 values; and a crowded key below the k-th (marked, but more than k keys above it: the common modes).
     The answers are exact, and the tie's copies come from every program's part (_tie_quota), the same set on
     every call."""
-    m = _load(rel, dict(V8, SMALLR=64))
+    m = _load(rel, dict(V8, TIE=64))
     spy = _AllocationSpy()
     m.torch = spy
     g = torch.Generator().manual_seed(13)
@@ -130,3 +130,4 @@ def test_a_tie_at_the_threshold_is_taken_without_the_refine(rel):
         taken = out[r][row[out[r]] == row[out[r]].min()]
         assert int(taken.max()) > int((row == row[out[r]].min()).nonzero()[len(taken) - 1])
     assert torch.equal(out, m.forward(x, lengths, k))
+

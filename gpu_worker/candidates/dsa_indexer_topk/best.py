@@ -9,7 +9,7 @@ import triton
 import triton.language as tl
 
 PARAMS = {"ROWS": 4, "BLOCK_N": 64, "N_PER_PROG": 4096, "TRANS": 1, "num_warps": 8, "num_stages": 3,
-          "TK_BLOCK": 1024, "TK_TARGET_CTAS": 1024, "TK_MAX_C": 64, "TK_num_warps": 4, "TK_SMALL": 4096, "TK_SEL_WARPS": 16, "TK_NS": 64, "TK_G": 16, "TK_ALPHA_X2": 3, "TK_BETA": 12, "TK_ATOMIC": 1, "TK_MIN_C": 16, "TK_SMALLR": 512, "TK_SPAN_BITS": 9, "TK_SMALLTA": 1024, "TK_HREG": 0, "TK_KD_WARPS": 4, "TK_PF": 2, "TK_SCAN_MAX_ROWS": 8, "TK_KA_WARPS": 8, "TK_PDL": 1, "TK_WARP": 1, "TK_KD_EARLY": 1, "TK_RBLOCK": 2048, "TK_TIE": 1}
+          "TK_BLOCK": 1024, "TK_TARGET_CTAS": 1024, "TK_MAX_C": 64, "TK_num_warps": 4, "TK_SMALL": 4096, "TK_SEL_WARPS": 16, "TK_NS": 64, "TK_G": 16, "TK_ALPHA_X2": 3, "TK_BETA": 12, "TK_ATOMIC": 1, "TK_MIN_C": 16, "TK_SMALLR": 512, "TK_SPAN_BITS": 9, "TK_SMALLTA": 1024, "TK_HREG": 0, "TK_KD_WARPS": 4, "TK_PF": 2, "TK_SCAN_MAX_ROWS": 8, "TK_KA_WARPS": 8, "TK_PDL": 1, "TK_WARP": 1, "TK_KD_EARLY": 1, "TK_RBLOCK": 2048, "TK_TIE": 512}
 SPACE = {"ROWS": [1, 2, 4], "BLOCK_N": [64, 128, 256], "N_PER_PROG": [1024, 2048, 4096, 8192], "TRANS": [0, 1],
          "num_warps": [4, 8], "num_stages": [2, 3, 4], "TK_NS": [128, 256], "TK_SEL_WARPS": [8, 16],
          "TK_SPAN_BITS": [8, 9, 10], "TK_PDL": [0, 1]}
@@ -66,7 +66,7 @@ def _logits_kernel(q_ptr, k_ptr, w_ptr, len_ptr, out_ptr, stride_om, M, s0, cw,
         tl.store(optr, lg, mask=mm[:, None] & nm[None, :])
 
 
-# FOLD BEGIN: written by gpu_worker/candidates/fold_topk.py from topk_value_digits.py, digest ba51d8d6351ae13c
+# FOLD BEGIN: written by gpu_worker/candidates/fold_topk.py from topk_value_digits.py, digest 6f2b4d4f5aa6d080
 
 
 @triton.jit
@@ -155,7 +155,7 @@ NO_SPEC = ["N", "C"]
 def _ka_sample(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, rh_ptr, scr_ptr, N, K, SMALL, C, NS: tl.constexpr,
                G: tl.constexpr, ALPHA_X2: tl.constexpr, BETA: tl.constexpr, CB: tl.constexpr,
                SMALLTA: tl.constexpr, SPAN_BITS: tl.constexpr, PDL: tl.constexpr, FULL: tl.constexpr,
-               SMALLR: tl.constexpr, TIE: tl.constexpr):
+               TIE: tl.constexpr):
     row = tl.program_id(0)
     if PDL:
         tl.extra.cuda.gdc_launch_dependents()     # KB may start now: it waits for this grid before reading its output
@@ -175,12 +175,12 @@ def _ka_sample(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, rh_ptr, scr_ptr, N, K
         # at least r samples >= thr (relative to the smallest sample, so that the first level spreads)
         lo_key = tl.min(key, 0)
         thr = _approx_top(key - lo_key, key >= lo_key, r, scr_ptr + row * SMALLTA, SMALLTA, SMALLTA < S) + lo_key
-        if TIE:
+        if TIE > 0:
             # a tie bucket at the threshold: q, the smallest sampled key at or above thr, with more samples than
-            # SMALLR copies in the row would give (then q's digit would be crowded, or a region overflow): the
+            # TIE copies in the row would give (then q's digit would be crowded, or a region overflow): the
             # threshold becomes q itself, KB counts q's copies and KD takes them in index order (mode 3)
             q = tl.min(tl.where(key >= thr, key, tl.full([], 0xFFFFFFFF, tl.uint32)), 0)
-            tie = (tl.sum((key == q).to(tl.int32), 0) > (SMALLR * S) // L).to(tl.int32)
+            tie = (tl.sum((key == q).to(tl.int32), 0) > (TIE * S) // L).to(tl.int32)
             thr = tl.where(tie != 0, q, thr)
         span = tl.max(key, 0) - thr
     elif L > K:
@@ -192,10 +192,10 @@ def _ka_sample(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, rh_ptr, scr_ptr, N, K
         lo_key = tl.min(tl.where(m, key, tl.full([], 0xFFFFFFFF, tl.uint32)), 0)
         t = _approx_top(key - lo_key, m, k_eff, scr_ptr + row * SMALLTA, SMALLTA, SMALLTA < FULL) + lo_key
         thr = tl.maximum(t, 1) - 1
-        if TIE:
+        if TIE > 0:
             # the same for a row read whole, by exact counts
             q = tl.min(tl.where(m & (key >= t), key, tl.full([], 0xFFFFFFFF, tl.uint32)), 0)
-            tie = (tl.sum((m & (key == q)).to(tl.int32), 0) > SMALLR).to(tl.int32)
+            tie = (tl.sum((m & (key == q)).to(tl.int32), 0) > TIE).to(tl.int32)
             thr = tl.where(tie != 0, q, thr)
         span = tl.max(tl.where(m, key, 0), 0) - thr
     # the digit scale: the values from thr to the largest sample span 3/4 of 2^SPAN_BITS digits; digits
@@ -495,7 +495,7 @@ def _kd_place(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, eq_ptr, ck_ptr, ci_ptr
       mode 2, path A with a chosen digit dsel < 255 of at most SMALLR members: its candidates of a larger
         digit go to the output, its members of dsel to the row's rank scratch, at offsets read from two columns
         of the suffix counts of the programs before it (no atomics: deterministic). KC ranks the members.
-      mode 3, a row KA marked a tie at thr (more than SMALLR copies of it, by the sample) with
+      mode 3, a row KA marked a tie at thr (more than TIE copies of it, by the sample) with
         n_gt < k_eff <= n_gt + #(key == thr): every candidate as in mode 1, then k_eff - n_gt copies of thr,
         spread over the programs by the counts KB took (_tie_quota): each takes the first ones of its part.
       mode 0: anything else (a region overflowed, too few candidates, a big or top digit bin): the refine
@@ -772,7 +772,7 @@ def _r_place(x_ptr, stride_x, len_ptr, info_ptr, rr_ptr, hist_ptr, out_ptr, stri
 
 def _topk(logits, lengths, k, out, BLOCK, TARGET_CTAS, MAX_C, num_warps, SMALL, SEL_WARPS, NS, G,
               ALPHA_X2, BETA, ATOMIC=0, MIN_C=16, SMALLR=512, SPAN_BITS=9, SMALLTA=1024, HREG=0,
-              KD_WARPS=4, PF=1, SCAN_MAX_ROWS=8, KA_WARPS=8, PDL=1, WARP=1, KD_EARLY=1, RBLOCK=1024, TIE=1):
+              KD_WARPS=4, PF=1, SCAN_MAX_ROWS=8, KA_WARPS=8, PDL=1, WARP=1, KD_EARLY=1, RBLOCK=1024, TIE=512):
     M, N = logits.shape
     dev = logits.device
     assert BLOCK <= 32768 and N < 2 ** 31 and NS * G <= SMALL and MAX_C in (1, 2, 4, 8, 16, 32, 64)
@@ -814,8 +814,7 @@ def _topk(logits, lengths, k, out, BLOCK, TARGET_CTAS, MAX_C, num_warps, SMALL, 
     elif M <= SCAN_MAX_ROWS:
         ATOMIC = 0      # few rows (programs of one or two blocks): a block scan beats slots from atomics
     _ka_sample[(M,)](logits, sx, lengths, thr, cnt, rhist, scra, N, k, SMALL, C, NS=NS, G=G, ALPHA_X2=ALPHA_X2, BETA=BETA,
-                     CB=CB, SMALLTA=SMALLTA, SPAN_BITS=SPAN_BITS, PDL=pdl, FULL=SMALL, SMALLR=SMALLR,
-                     TIE=TIE, num_warps=KA_WARPS)
+                     CB=CB, SMALLTA=SMALLTA, SPAN_BITS=SPAN_BITS, PDL=pdl, FULL=SMALL, TIE=TIE, num_warps=KA_WARPS)
     _kb_filter[(M, C)](logits, sx, lengths, thr, cnt, eqc, cand[0], cand[1], hist, rhist, N, k, C, RC, BLOCK=BLOCK,
                        ATOMIC=ATOMIC, HB=256, HREG=HREG, PF=PF, PDL=pdl, WARP=warp, num_warps=num_warps, **lp)
     _kd_place[(M, C)](logits, sx, lengths, thr, cnt, eqc, cand[0], cand[1], hist, rhist, rscr, info, rr, out,
