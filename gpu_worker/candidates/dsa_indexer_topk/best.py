@@ -66,7 +66,7 @@ def _logits_kernel(q_ptr, k_ptr, w_ptr, len_ptr, out_ptr, stride_om, M, s0, cw,
         tl.store(optr, lg, mask=mm[:, None] & nm[None, :])
 
 
-# FOLD BEGIN: written by gpu_worker/candidates/fold_topk.py from topk_value_digits.py, digest 6f2b4d4f5aa6d080
+# FOLD BEGIN: written by gpu_worker/candidates/fold_topk.py from topk_value_digits.py, digest 972bc049b0bdcece
 
 
 @triton.jit
@@ -178,7 +178,7 @@ def _ka_sample(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, rh_ptr, scr_ptr, N, K
         if TIE > 0:
             # a tie bucket at the threshold: q, the smallest sampled key at or above thr, with more samples than
             # TIE copies in the row would give (then q's digit would be crowded, or a region overflow): the
-            # threshold becomes q itself, KB counts q's copies and KD takes them in index order (mode 3)
+            # threshold becomes q itself, KB counts q's copies and KD takes what the row needs of them (mode 3)
             q = tl.min(tl.where(key >= thr, key, tl.full([], 0xFFFFFFFF, tl.uint32)), 0)
             tie = (tl.sum((key == q).to(tl.int32), 0) > (TIE * S) // L).to(tl.int32)
             thr = tl.where(tie != 0, q, thr)
