@@ -102,7 +102,7 @@ def test_a_tie_bucket_at_the_kth_key_ends_the_refine_early(rel):
 @pytest.mark.parametrize("rel", [KEY, VALUE], ids=["key", "value"])
 def test_a_tie_at_the_threshold_is_taken_without_the_refine(rel):
     """KA marks a row whose sample puts a crowded key at the threshold (mode 3): KB counts that key's copies and
-    KD takes the first ones in index order, so the row never reaches the refine. Rows: 5 distinct values (the
+    KD takes what the row needs of them, a share from each program's part, so the row never reaches the refine. Rows: 5 distinct values (the
     k-th key the largest, with ~600 copies), ReLU zeros under fewer than k positives, a short row read whole
     of 3 values; and a crowded key below the k-th (marked, but more than k keys above it: the common modes).
     The answers are exact, and the tie's copies come from every program's part (_tie_quota), the same set on

@@ -54,10 +54,11 @@ def test_the_candidate_page_shows_the_profile_the_floor_and_the_ceiling(as_charl
 def test_a_much_slower_value_family_shows_where_its_own_time_goes(as_charlie, alice):
     run = builders.make_run(alice)
     candidate = builders.evaluated(run, profiled_report(slow_family=True))
-    page = as_charlie.get(reverse("candidate", args=[candidate.pk])).content.decode()
+    response = as_charlie.get(reverse("candidate", args=[candidate.pk]))
+    page = response.content.decode()
     assert page.count('data-testid="slow-family"') == 1 and "<strong>ties</strong> values, the slowest" in page
     assert "_r_hist" in page and "(normal values)" in page
-    labels = as_charlie.get(reverse("candidate", args=[candidate.pk])).context["kernel_chart"]["data"][0]["x"]
+    labels = response.context["kernel_chart"]["data"][0]["x"]
     # the ties bar sits beside its own shape's (the label's key order is the stored report's: jsonb sorts keys)
     assert len(labels) == 3 and labels[2] == labels[1] + " (ties)" and "n_ctx=131072" in labels[1]
     section = where_time.prompt_section(profiled_report(slow_family=True))
