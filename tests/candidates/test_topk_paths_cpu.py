@@ -11,7 +11,7 @@ from test_candidates_cpu import _contract, _load, _topk_cases, check_topk
 
 V8 = {"BLOCK": 256, "TARGET_CTAS": 8, "SMALL": 512, "NS": 32, "G": 8, "RBLOCK": 256}
 KEY, VALUE = "dsa_topk/best.py", "dsa_indexer_topk/topk_value_digits.py"
-PATHS = [(KEY, V8, "key"), (KEY, dict(V8, ATOMIC=0, SPAN_BITS=8), "key-scan-span8"),
+PATHS = [(KEY, V8, "key"), (KEY, dict(V8, ATOMIC=0, SPAN_BITS=8, KTH=0), "key-scan-span8-max"),
          (KEY, dict(V8, ALPHA_X2=0, BETA=1), "key-fallback-low"),
          (KEY, dict(V8, ALPHA_X2=40, BETA=200, ATOMIC=1), "key-fallback-overflow"),
          (VALUE, V8, "value"), (VALUE, dict(V8, SCAN_MAX_ROWS=0, PF=0, KD_EARLY=0), "value-atomic-noprefetch"),
@@ -131,3 +131,27 @@ def test_a_tie_at_the_threshold_is_taken_without_the_refine(rel):
         assert int(taken.max()) > int((row == row[out[r]].min()).nonzero()[len(taken) - 1])
     assert torch.equal(out, m.forward(x, lengths, k))
 
+
+
+def test_the_digit_scale_from_the_kth_keeps_a_uniform_row_off_the_refine():
+    """Uniform rows (near_bf16: the candidates spread evenly up to the largest sample). With the digit shift taken
+    from the largest sample (KTH = 0) the k-th candidate lands in the clamped top digit and such rows take the
+    refine; taken from the sampled key ranked where the k-th is expected (KTH = 2) every row takes mode 2. A row
+    whose threshold is negative keeps the shift from the largest sample (keys are linear in the value on one
+    side of zero only). Exact in every case."""
+    g = torch.Generator().manual_seed(17)
+    M, N, k = 5, 6000, 100
+    x = (1.0 + torch.rand(M, N, generator=g) * 2.0 ** -8) * 4.0
+    x[-1] = torch.randn(N, generator=g) - 5.0        # every key negative: the threshold too
+    lengths = torch.full((M,), N, dtype=torch.int32)
+    made = {}
+    for kth in (0, 2):
+        m = _load(KEY, dict(V8, KTH=kth))
+        spy = _AllocationSpy()
+        m.torch = spy
+        out = m.forward(x, lengths, k)
+        check_topk(out, x, lengths, k)
+        made[kth] = [t for t in spy.made if t.dim() == 2 and t.shape == (M, 4)]      # thr first, KD's info last
+    modes0, modes2 = made[0][-1][:, 0].tolist(), made[2][-1][:, 0].tolist()
+    assert modes2[:M - 1] == [2] * (M - 1) and 0 in modes0[:M - 1]
+    assert made[2][0][-1, 1] == made[0][0][-1, 1] and modes2[-1] == modes0[-1]

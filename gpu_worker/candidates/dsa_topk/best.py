@@ -11,7 +11,9 @@ Values map to order-preserving uint32 keys (as in seed.py). The common path:
       expected above the true k-th value): the lower edge of the bin that two 8-bit histogram levels pick.
       A row of at most SMALL values (and more than k) is read whole: thr is just below the lower edge of the
       bin that the same two levels pick for the k-th value of the row itself (so few more than k candidates).
-      Also the digit shift sh: (largest sample - thr) >> sh spans 2^(SPAN_BITS-1) to 2^SPAN_BITS digits.
+      Also the digit shift sh: the distance above thr of the sampled key ranked where the row's k-th key is
+      expected, >> sh, lands in 2^(SPAN_BITS-KTH-1) to 2^(SPAN_BITS-KTH) digits (where thr >= 0 and the row is
+      not marked; else (largest sample - thr) >> sh spans 2^(SPAN_BITS-1) to 2^SPAN_BITS digits).
       A tie: when the smallest sampled key at or above thr, q, has more samples than TIE copies in the row
       would give (ties, ReLU zeros; counted exactly on a row read whole), thr = q and the row is marked.
       KA zeroes the per-program counters and the row's digit histogram.
@@ -54,14 +56,15 @@ import triton.language as tl
 PARAMS = {"BLOCK": 1024, "TARGET_CTAS": 1024, "MAX_C": 64, "num_warps": 4, "SMALL": 4096, "SEL_WARPS": 16,
           "NS": 64, "G": 16, "ALPHA_X2": 3, "BETA": 12, "ATOMIC": 1, "MIN_C": 16,
           "SMALLR": 512, "SPAN_BITS": 9, "SMALLTA": 1024, "HREG": 0, "KD_WARPS": 4, "PF": 2, "SCAN_MAX_ROWS": 8, "KA_WARPS": 8, "PDL": 1,
-          "WARP": 1, "KD_EARLY": 1, "RBLOCK": 2048, "TIE": 512}
+          "WARP": 1, "KD_EARLY": 1, "RBLOCK": 2048, "TIE": 512, "KTH": 2}
 SPACE = {"BLOCK": [512, 1024, 2048, 4096, 8192], "TARGET_CTAS": [264, 512, 1024, 2048], "MAX_C": [16, 32, 64],
          "num_warps": [2, 4, 8], "SMALL": [4096, 8192], "SEL_WARPS": [4, 8, 16], "NS": [64, 128, 256],
          "G": [8, 16, 32], "ALPHA_X2": [2, 3, 4], "BETA": [4, 12, 24], "ATOMIC": [0, 1],
          "MIN_C": [1, 8, 16],
          "SMALLR": [256, 512, 1024], "SPAN_BITS": [8, 9, 10], "SMALLTA": [512, 1024, 2048], "HREG": [0, 1], "KD_WARPS": [2, 4, 8], "PF": [0, 1, 2],
          "SCAN_MAX_ROWS": [0, 4, 8, 16], "KA_WARPS": [4, 8], "PDL": [0, 1],
-         "WARP": [0, 1], "KD_EARLY": [0, 1], "RBLOCK": [1024, 2048, 4096], "TIE": [0, 256, 512, 2048]}
+         "WARP": [0, 1], "KD_EARLY": [0, 1], "RBLOCK": [1024, 2048, 4096], "TIE": [0, 256, 512, 2048],
+         "KTH": [0, 2, 3]}
 
 
 @triton.jit
@@ -132,7 +135,7 @@ NO_SPEC = ["N", "C"]
 def _ka_sample(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, rh_ptr, scr_ptr, N, K, SMALL, C, NS: tl.constexpr,
                G: tl.constexpr, ALPHA_X2: tl.constexpr, BETA: tl.constexpr, CB: tl.constexpr,
                SMALLTA: tl.constexpr, SPAN_BITS: tl.constexpr, PDL: tl.constexpr, FULL: tl.constexpr,
-               TIE: tl.constexpr):
+               TIE: tl.constexpr, KTH: tl.constexpr):
     row = tl.program_id(0)
     if PDL:
         tl.extra.cuda.gdc_launch_dependents()     # KB may start now: it waits for this grid before reading its output
@@ -145,6 +148,7 @@ def _ka_sample(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, rh_ptr, scr_ptr, N, K
     thr = tl.zeros([], dtype=tl.uint32)
     span = tl.zeros([], dtype=tl.uint32)
     tie = tl.zeros([], dtype=tl.int32)
+    nbk = tl.zeros([], dtype=tl.int32)
     if L > SMALL:
         gap = tl.multiple_of(L // NS // G * G, G)       # groups start at multiples of G: wide loads
         key = _key(tl.load(x_ptr + row.to(tl.int64) * stride_x + (s_ // G) * gap + s_ % G))
@@ -160,6 +164,18 @@ def _ka_sample(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, rh_ptr, scr_ptr, N, K
             tie = (tl.sum((key == q).to(tl.int32), 0) > (TIE * S) // L).to(tl.int32)
             thr = tl.where(tie != 0, q, thr)
         span = tl.max(key, 0) - thr
+        if KTH > 0:
+            # the digit scale from the k-th: nbk, the bit length of the distance above thr of the sampled key
+            # ranked where the row's k-th key is expected (k S / L samples at or above it; one 64-bin histogram
+            # of bit lengths), so that the k-th key's digit lands in 2^(SPAN_BITS-KTH-1)..2^(SPAN_BITS-KTH)
+            # whether the values thin out above thr (normal, the model's logits) or not (a uniform row,
+            # near_bf16, where the largest sample put the k-th key in the clamped top digit: docs/kernels.md,
+            # "The digit scale from the k-th"). Not on a marked row, nor where thr is negative: keys are linear
+            # in the value only on one side of zero, and across it both scales crowd the k-th digit
+            above = key > thr
+            nbd = ((key - thr).to(tl.float32).to(tl.int32, bitcast=True) >> 23) - 126
+            nbk, _ = _pick(tl.histogram(tl.where(above, nbd, 0), 64, mask=above), tl.maximum((k_eff * S) // L, 1), 64)
+            nbk = tl.where((tie == 0) & ((thr >> 31) == 1), nbk, 0)
     elif L > K:
         # a short row (at most FULL = SMALL values), read whole: thr just below a key t with at least k values
         # at or above it (two histogram levels over the row, so few more than k), every one a candidate
@@ -175,10 +191,11 @@ def _ka_sample(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, rh_ptr, scr_ptr, N, K
             tie = (tl.sum((m & (key == q)).to(tl.int32), 0) > TIE).to(tl.int32)
             thr = tl.where(tie != 0, q, thr)
         span = tl.max(tl.where(m, key, 0), 0) - thr
-    # the digit shift: (largest sample - thr) >> sh lands in [2^(SPAN_BITS-1), 2^SPAN_BITS); KB and KC
-    # clamp digits to 255, so the top of that span shares the last digit (far above the k-th value)
+    # the digit shift: (largest sample - thr) >> sh lands in [2^(SPAN_BITS-1), 2^SPAN_BITS), or with KTH the
+    # k-th's distance as above; KB and KC clamp digits to 255, so what lies above shares the last digit
     nb = (span.to(tl.float32).to(tl.int32, bitcast=True) >> 23) - 126
-    sh = tl.where(span > 0, tl.minimum(tl.maximum(nb - SPAN_BITS, 0), 31), 24)
+    nb = tl.where(nbk > 0, nbk + KTH, nb)
+    sh = tl.where((span > 0) | (nbk > 0), tl.minimum(tl.maximum(nb - SPAN_BITS, 0), 31), 24)
     tl.store(thr_ptr + row * 4, thr.to(tl.int32, bitcast=True))
     tl.store(thr_ptr + row * 4 + 1, sh)
     tl.store(thr_ptr + row * 4 + 2, tie)
@@ -746,7 +763,7 @@ def _r_place(x_ptr, stride_x, len_ptr, info_ptr, rr_ptr, hist_ptr, out_ptr, stri
 
 def _topk(logits, lengths, k, out, BLOCK, TARGET_CTAS, MAX_C, num_warps, SMALL, SEL_WARPS, NS, G,
               ALPHA_X2, BETA, ATOMIC=0, MIN_C=16, SMALLR=512, SPAN_BITS=9, SMALLTA=1024, HREG=0,
-              KD_WARPS=4, PF=1, SCAN_MAX_ROWS=8, KA_WARPS=8, PDL=1, WARP=1, KD_EARLY=1, RBLOCK=1024, TIE=512):
+              KD_WARPS=4, PF=1, SCAN_MAX_ROWS=8, KA_WARPS=8, PDL=1, WARP=1, KD_EARLY=1, RBLOCK=1024, TIE=512, KTH=0):
     M, N = logits.shape
     dev = logits.device
     assert BLOCK <= 32768 and N < 2 ** 31 and NS * G <= SMALL and MAX_C in (1, 2, 4, 8, 16, 32, 64)
@@ -788,7 +805,8 @@ def _topk(logits, lengths, k, out, BLOCK, TARGET_CTAS, MAX_C, num_warps, SMALL, 
     elif M <= SCAN_MAX_ROWS:
         ATOMIC = 0      # few rows (programs of one or two blocks): a block scan beats slots from atomics
     _ka_sample[(M,)](logits, sx, lengths, thr, cnt, rhist, scra, N, k, SMALL, C, NS=NS, G=G, ALPHA_X2=ALPHA_X2, BETA=BETA,
-                     CB=CB, SMALLTA=SMALLTA, SPAN_BITS=SPAN_BITS, PDL=pdl, FULL=SMALL, TIE=TIE, num_warps=KA_WARPS)
+                     CB=CB, SMALLTA=SMALLTA, SPAN_BITS=SPAN_BITS, PDL=pdl, FULL=SMALL, TIE=TIE, KTH=KTH,
+                     num_warps=KA_WARPS)
     _kb_filter[(M, C)](logits, sx, lengths, thr, cnt, eqc, cand[0], cand[1], hist, rhist, N, k, C, RC, BLOCK=BLOCK,
                        ATOMIC=ATOMIC, HB=256, HREG=HREG, PF=PF, PDL=pdl, WARP=warp, num_warps=num_warps, **lp)
     _kd_place[(M, C)](logits, sx, lengths, thr, cnt, eqc, cand[0], cand[1], hist, rhist, rscr, info, rr, out,
