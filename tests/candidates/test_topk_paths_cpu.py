@@ -2,7 +2,7 @@
 (key-linear digits) and dsa_indexer_topk/topk_value_digits.py (value-linear digits, folded into the indexer's
 best.py). Small samples (NS x G = 256, SMALL = 512) make these tiny rows take the sampled path; forced-fallback
 parameters (r = 1: the threshold is the largest sample; r far too large: the candidate regions overflow) run
-the one-program select. Adds to test_candidates_cpu.py's cases ReLU zeros (k-th value 0.0, a tie bucket of
+the refine, over a grid of every row (or, with RLIST, the programs looping over the rows KD listed). Adds to test_candidates_cpu.py's cases ReLU zeros (k-th value 0.0, a tie bucket of
 ~N zeros), short rows read whole, and rows whose k-th value lies near zero (indexer logits).
 """
 import pytest
@@ -12,7 +12,7 @@ from test_candidates_cpu import _contract, _load, _topk_cases, check_topk
 V8 = {"BLOCK": 256, "TARGET_CTAS": 8, "SMALL": 512, "NS": 32, "G": 8, "RBLOCK": 256}
 KEY, VALUE = "dsa_topk/best.py", "dsa_indexer_topk/topk_value_digits.py"
 PATHS = [(KEY, V8, "key"), (KEY, dict(V8, ATOMIC=0, SPAN_BITS=8, KTH=0), "key-scan-span8-max"),
-         (KEY, dict(V8, ALPHA_X2=0, BETA=1), "key-fallback-low"),
+         (KEY, dict(V8, ALPHA_X2=0, BETA=1, RLIST=1, RGRID=16), "key-fallback-low-rlist"),
          (KEY, dict(V8, ALPHA_X2=40, BETA=200, ATOMIC=1), "key-fallback-overflow"),
          (VALUE, V8, "value"), (VALUE, dict(V8, SCAN_MAX_ROWS=0, PF=0, KD_EARLY=0), "value-atomic-noprefetch"),
          (VALUE, dict(V8, ALPHA_X2=0, BETA=1, SCAN_MAX_ROWS=0, PF=1), "value-fallback-low-pf1"),
@@ -146,7 +146,7 @@ def test_the_digit_scale_from_the_kth_keeps_a_uniform_row_off_the_refine():
     lengths = torch.full((M,), N, dtype=torch.int32)
     made = {}
     for kth in (0, 2):
-        m = _load(KEY, dict(V8, KTH=kth))
+        m = _load(KEY, dict(V8, KTH=kth, RLIST=1, RGRID=32))       # RLIST: the refine takes only the listed rows
         spy = _AllocationSpy()
         m.torch = spy
         out = m.forward(x, lengths, k)

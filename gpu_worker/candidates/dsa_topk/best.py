@@ -43,7 +43,10 @@ k-th value); its programs return at once on every other row:
       ReLU zeros) fixes T early and the levels after it return at once.
   RP  grid (M, C): keys above the k-th key T go to the output (a slot block per program block from the row's
       counter); keys equal to T in index order, program c after the equal keys of the programs before it.
-Every pass of the refine costs the row's length divided by C: no row is selected by one program.
+Every pass of the refine costs the row's length divided by C: no row is selected by one program. With RLIST = 1
+the refine's grid is (P, C), P = RGRID / C, instead of (M, C): KD lists the rows it sends to the refine and
+program (p, c) takes part c of listed rows p, p + P, ...; on a call where no row refines, P x C programs read one
+word each instead of M x C reading two (not yet measured on a GPU: PARAMS keep 0; docs/kernels.md).
 With PDL = 1 (a GPU only), every launch after KA uses programmatic dependent launch: its programs start while the
 one before finishes and wait (griddepcontrol.wait) before they read its output; KB's first logits loads go out
 before that wait. Exact as a set, deterministic as a set, no cap on tie buckets. How it came to be, with the
@@ -56,7 +59,8 @@ import triton.language as tl
 PARAMS = {"BLOCK": 1024, "TARGET_CTAS": 1024, "MAX_C": 64, "num_warps": 4, "SMALL": 4096, "SEL_WARPS": 16,
           "NS": 64, "G": 16, "ALPHA_X2": 3, "BETA": 12, "ATOMIC": 1, "MIN_C": 16,
           "SMALLR": 512, "SPAN_BITS": 9, "SMALLTA": 1024, "HREG": 0, "KD_WARPS": 4, "PF": 2, "SCAN_MAX_ROWS": 8, "KA_WARPS": 8, "PDL": 1,
-          "WARP": 1, "KD_EARLY": 1, "RBLOCK": 2048, "TIE": 512, "KTH": 2}
+          "WARP": 1, "KD_EARLY": 1, "RBLOCK": 2048, "TIE": 512, "KTH": 2, "RLIST": 0,
+          "RGRID": 256}
 SPACE = {"BLOCK": [512, 1024, 2048, 4096, 8192], "TARGET_CTAS": [264, 512, 1024, 2048], "MAX_C": [16, 32, 64],
          "num_warps": [2, 4, 8], "SMALL": [4096, 8192], "SEL_WARPS": [4, 8, 16], "NS": [64, 128, 256],
          "G": [8, 16, 32], "ALPHA_X2": [2, 3, 4], "BETA": [4, 12, 24], "ATOMIC": [0, 1],
@@ -64,7 +68,7 @@ SPACE = {"BLOCK": [512, 1024, 2048, 4096, 8192], "TARGET_CTAS": [264, 512, 1024,
          "SMALLR": [256, 512, 1024], "SPAN_BITS": [8, 9, 10], "SMALLTA": [512, 1024, 2048], "HREG": [0, 1], "KD_WARPS": [2, 4, 8], "PF": [0, 1, 2],
          "SCAN_MAX_ROWS": [0, 4, 8, 16], "KA_WARPS": [4, 8], "PDL": [0, 1],
          "WARP": [0, 1], "KD_EARLY": [0, 1], "RBLOCK": [1024, 2048, 4096], "TIE": [0, 256, 512, 2048],
-         "KTH": [0, 2, 3]}
+         "KTH": [0, 2, 3], "RLIST": [0, 1], "RGRID": [128, 256, 512]}
 
 
 @triton.jit
@@ -132,7 +136,7 @@ NO_SPEC = ["N", "C"]
 
 
 @triton.jit(do_not_specialize=NO_SPEC)
-def _ka_sample(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, rh_ptr, scr_ptr, N, K, SMALL, C, NS: tl.constexpr,
+def _ka_sample(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, rh_ptr, scr_ptr, rl_ptr, N, K, SMALL, C, NS: tl.constexpr,
                G: tl.constexpr, ALPHA_X2: tl.constexpr, BETA: tl.constexpr, CB: tl.constexpr,
                SMALLTA: tl.constexpr, SPAN_BITS: tl.constexpr, PDL: tl.constexpr, FULL: tl.constexpr,
                TIE: tl.constexpr, KTH: tl.constexpr):
@@ -143,6 +147,8 @@ def _ka_sample(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, rh_ptr, scr_ptr, N, K
     cs_ = tl.arange(0, CB)
     tl.store(cnt_ptr + row * C + cs_, tl.zeros([CB], dtype=tl.int32), mask=cs_ < C)
     tl.store(rh_ptr + row * 256 + tl.arange(0, 256), tl.zeros([256], dtype=tl.int32))
+    if row == 0:
+        tl.store(rl_ptr, 0)        # the refine's row list, empty (KD appends to it)
     S: tl.constexpr = NS * G
     s_ = tl.arange(0, S)
     thr = tl.zeros([], dtype=tl.uint32)
@@ -478,7 +484,7 @@ def _tie_quota(eqs, need):
 
 @triton.jit(do_not_specialize=NO_SPEC + ["stride_x"])    # its one read of the logits (mode 3) is not the hot loop
 def _kd_place(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, eq_ptr, ck_ptr, ci_ptr, hist_ptr, rh_ptr, rscr_ptr, info_ptr,
-              rr_ptr, out_ptr, stride_o, N, K, C, RC, RR: tl.constexpr, CB: tl.constexpr, RT: tl.constexpr,
+              rl_ptr, rr_ptr, out_ptr, stride_o, N, K, C, RC, RR: tl.constexpr, CB: tl.constexpr, RT: tl.constexpr,
               SMALLR: tl.constexpr, PDL: tl.constexpr, EARLY: tl.constexpr, TB: tl.constexpr):
     """grid (M, C): KC's two common cases spread over the row's C programs, each placing its own region.
     Every program of a row reads the same counts and tables and so reaches the same decision:
@@ -522,6 +528,7 @@ def _kd_place(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, eq_ptr, ck_ptr, ci_ptr
             rb = tl.arange(0, 1024)
             tl.store(rr_ptr + row * RR + rb, tl.zeros([1024], dtype=tl.int32))      # the four level histograms
             tl.store(rr_ptr + row * RR + 1024, 0)                                   # keys above the k-th placed
+            tl.store(rl_ptr + 1 + tl.atomic_add(rl_ptr, 1, sem="relaxed"), row)     # the refine's row list
         tl.store(info_ptr + row * 4, mode)
         tl.store(info_ptr + row * 4 + 1, k_rem)
         tl.store(info_ptr + row * 4 + 2, cnt)
@@ -668,17 +675,12 @@ def _r_top(rr_row, k_eff, C, UPTO: tl.constexpr, CB: tl.constexpr):
     return found, t, need, per_t
 
 
-@triton.jit(do_not_specialize=NO_SPEC)
-def _r_hist(x_ptr, stride_x, len_ptr, info_ptr, rr_ptr, hist_ptr, N, K, C, RR: tl.constexpr, LEVEL: tl.constexpr,
-            CB: tl.constexpr, BLOCK: tl.constexpr, PDL: tl.constexpr):
-    """grid (M, C): digit LEVEL (bits 31-8 LEVEL .. 24-8 LEVEL) of the keys that match the prefix so far, and
-    (levels 0-2) this program's largest such key and its count; a level after one that fixed the k-th key
-    (_r_top) returns at once."""
-    if PDL:
-        tl.extra.cuda.gdc_wait()
-        tl.extra.cuda.gdc_launch_dependents()
-    row = tl.program_id(0)
-    c = tl.program_id(1)
+@triton.jit
+def _r_hist_row(x_ptr, stride_x, len_ptr, info_ptr, rr_ptr, hist_ptr, row, c, N, K, C, RR: tl.constexpr,
+                LEVEL: tl.constexpr, CB: tl.constexpr, BLOCK: tl.constexpr):
+    """Program c's part of row's digit LEVEL (bits 31-8 LEVEL .. 24-8 LEVEL) of the keys that match the prefix so
+    far, and (levels 0-2) its largest such key and its count; a level after one that fixed the k-th key (_r_top)
+    returns at once."""
     rr_row = rr_ptr + row * RR
     L, k_eff = _row_len(len_ptr, row, N, K)
     go = tl.load(info_ptr + row * 4) == 0      # every other row's programs return after these two loads
@@ -717,15 +719,29 @@ def _r_hist(x_ptr, stride_x, len_ptr, info_ptr, rr_ptr, hist_ptr, N, K, C, RR: t
             tl.store(hist_ptr + (row * C + c) * 256 + hb, hist)     # this program's keys per last digit
 
 
-@triton.jit(do_not_specialize=NO_SPEC)
-def _r_place(x_ptr, stride_x, len_ptr, info_ptr, rr_ptr, hist_ptr, out_ptr, stride_o, N, K, C, RR: tl.constexpr,
-             CB: tl.constexpr, BLOCK: tl.constexpr, PDL: tl.constexpr):
-    """grid (M, C): keys above the k-th key T to the output's first n_gt slots (a slot block per block from
-    the row's counter: the set is fixed, only its order varies); keys equal to T in index order after n_gt."""
+@triton.jit(do_not_specialize=NO_SPEC + ["P"])
+def _r_hist(x_ptr, stride_x, len_ptr, info_ptr, rl_ptr, rr_ptr, hist_ptr, N, K, C, P, RR: tl.constexpr,
+            LEVEL: tl.constexpr, CB: tl.constexpr, BLOCK: tl.constexpr, PDL: tl.constexpr, RLIST: tl.constexpr):
+    """grid (M, C): program (row, c) takes part c of its row, which returns at once unless KD chose the refine;
+    with RLIST grid (P, C): program (p, c) takes part c of the listed rows p, p + P, ... (none: no work)."""
     if PDL:
         tl.extra.cuda.gdc_wait()
-    row = tl.program_id(0)
-    c = tl.program_id(1)
+        tl.extra.cuda.gdc_launch_dependents()
+    if RLIST:
+        for i in range(tl.program_id(0), tl.load(rl_ptr), P):
+            _r_hist_row(x_ptr, stride_x, len_ptr, info_ptr, rr_ptr, hist_ptr, tl.load(rl_ptr + 1 + i),
+                        tl.program_id(1), N, K, C, RR, LEVEL, CB, BLOCK)
+    else:
+        _r_hist_row(x_ptr, stride_x, len_ptr, info_ptr, rr_ptr, hist_ptr, tl.program_id(0), tl.program_id(1),
+                    N, K, C, RR, LEVEL, CB, BLOCK)
+
+
+@triton.jit
+def _r_place_row(x_ptr, stride_x, len_ptr, info_ptr, rr_ptr, hist_ptr, out_ptr, stride_o, row, c, N, K, C,
+                 RR: tl.constexpr, CB: tl.constexpr, BLOCK: tl.constexpr):
+    """Program c's part of row: keys above the k-th key T to the output's first n_gt slots (a slot block per
+    block from the row's counter: the set is fixed, only its order varies); keys equal to T in index order
+    after n_gt."""
     if tl.load(info_ptr + row * 4) == 0:
         L, k_eff = _row_len(len_ptr, row, N, K)
         rr_row = rr_ptr + row * RR
@@ -761,9 +777,25 @@ def _r_place(x_ptr, stride_x, len_ptr, info_ptr, rr_ptr, hist_ptr, out_ptr, stri
             taken += tl.sum(eq.to(tl.int32), 0)
 
 
+@triton.jit(do_not_specialize=NO_SPEC + ["P"])
+def _r_place(x_ptr, stride_x, len_ptr, info_ptr, rl_ptr, rr_ptr, hist_ptr, out_ptr, stride_o, N, K, C, P,
+             RR: tl.constexpr, CB: tl.constexpr, BLOCK: tl.constexpr, PDL: tl.constexpr, RLIST: tl.constexpr):
+    """The refine's placement, over the same grid as _r_hist."""
+    if PDL:
+        tl.extra.cuda.gdc_wait()
+    if RLIST:
+        for i in range(tl.program_id(0), tl.load(rl_ptr), P):
+            _r_place_row(x_ptr, stride_x, len_ptr, info_ptr, rr_ptr, hist_ptr, out_ptr, stride_o,
+                         tl.load(rl_ptr + 1 + i), tl.program_id(1), N, K, C, RR, CB, BLOCK)
+    else:
+        _r_place_row(x_ptr, stride_x, len_ptr, info_ptr, rr_ptr, hist_ptr, out_ptr, stride_o, tl.program_id(0),
+                     tl.program_id(1), N, K, C, RR, CB, BLOCK)
+
+
 def _topk(logits, lengths, k, out, BLOCK, TARGET_CTAS, MAX_C, num_warps, SMALL, SEL_WARPS, NS, G,
               ALPHA_X2, BETA, ATOMIC=0, MIN_C=16, SMALLR=512, SPAN_BITS=9, SMALLTA=1024, HREG=0,
-              KD_WARPS=4, PF=1, SCAN_MAX_ROWS=8, KA_WARPS=8, PDL=1, WARP=1, KD_EARLY=1, RBLOCK=1024, TIE=512, KTH=0):
+              KD_WARPS=4, PF=1, SCAN_MAX_ROWS=8, KA_WARPS=8, PDL=1, WARP=1, KD_EARLY=1, RBLOCK=1024, TIE=512, KTH=0, RLIST=0,
+          RGRID=256):
     M, N = logits.shape
     dev = logits.device
     assert BLOCK <= 32768 and N < 2 ** 31 and NS * G <= SMALL and MAX_C in (1, 2, 4, 8, 16, 32, 64)
@@ -790,6 +822,7 @@ def _topk(logits, lengths, k, out, BLOCK, TARGET_CTAS, MAX_C, num_warps, SMALL, 
     rscr = torch.empty((M, 2, SMALLR), dtype=torch.int32, device=dev)
     scra = torch.empty((M, SMALLTA), dtype=torch.int32, device=dev)
     info = torch.empty((M, 4), dtype=torch.int32, device=dev)       # KD's decision per row, for KC
+    rlist = torch.empty(M + 1, dtype=torch.int32, device=dev)       # the refine's rows: count (KA zeroes it), rows
     RR = RS.value + 6 * CB    # the refine's row scratch: KD zeroes its first 1025; then levels 0-2's records
     rr = torch.empty((M, RR), dtype=torch.int32, device=dev)
     sx = logits.stride(0)
@@ -804,22 +837,24 @@ def _topk(logits, lengths, k, out, BLOCK, TARGET_CTAS, MAX_C, num_warps, SMALL, 
         ATOMIC = 1      # not used by the warp slots: one KB compile for every M
     elif M <= SCAN_MAX_ROWS:
         ATOMIC = 0      # few rows (programs of one or two blocks): a block scan beats slots from atomics
-    _ka_sample[(M,)](logits, sx, lengths, thr, cnt, rhist, scra, N, k, SMALL, C, NS=NS, G=G, ALPHA_X2=ALPHA_X2, BETA=BETA,
+    _ka_sample[(M,)](logits, sx, lengths, thr, cnt, rhist, scra, rlist, N, k, SMALL, C, NS=NS, G=G, ALPHA_X2=ALPHA_X2, BETA=BETA,
                      CB=CB, SMALLTA=SMALLTA, SPAN_BITS=SPAN_BITS, PDL=pdl, FULL=SMALL, TIE=TIE, KTH=KTH,
                      num_warps=KA_WARPS)
     _kb_filter[(M, C)](logits, sx, lengths, thr, cnt, eqc, cand[0], cand[1], hist, rhist, N, k, C, RC, BLOCK=BLOCK,
                        ATOMIC=ATOMIC, HB=256, HREG=HREG, PF=PF, PDL=pdl, WARP=warp, num_warps=num_warps, **lp)
-    _kd_place[(M, C)](logits, sx, lengths, thr, cnt, eqc, cand[0], cand[1], hist, rhist, rscr, info, rr, out,
+    _kd_place[(M, C)](logits, sx, lengths, thr, cnt, eqc, cand[0], cand[1], hist, rhist, rscr, info, rlist, rr, out,
                       out.stride(0), N, k, C, RC, RR=RR, CB=CB, RT=RT, SMALLR=SMALLR, PDL=pdl, EARLY=KD_EARLY,
                       TB=1024, num_warps=KD_WARPS, **lp)
     _kc_select[(M,)](lengths, rscr, info, out, out.stride(0), N, k, KBLOCK=1024, SMALLR=SMALLR, PDL=pdl,
                      num_warps=SEL_WARPS, **lp)
-    # the refine: launched every call (no host sync decides it), its programs return at once on other rows
+    # the refine: launched every call (no host sync decides it). Grid (M, C): every other row's programs return
+    # at once; RLIST: grid (P, C), the programs loop over the rows KD listed (none: each returns after one load)
+    P = min(M, max(1, RGRID // C)) if RLIST else M
     for level in range(4):
-        _r_hist[(M, C)](logits, sx, lengths, info, rr, hist, N, k, C, RR=RR, LEVEL=level, CB=CB, BLOCK=RBLOCK,
-                        PDL=pdl, num_warps=num_warps, **lp)
-    _r_place[(M, C)](logits, sx, lengths, info, rr, hist, out, out.stride(0), N, k, C, RR=RR, CB=CB, BLOCK=RBLOCK,
-                     PDL=pdl, num_warps=num_warps, **lp)
+        _r_hist[(P, C)](logits, sx, lengths, info, rlist, rr, hist, N, k, C, P, RR=RR, LEVEL=level, CB=CB,
+                        BLOCK=RBLOCK, PDL=pdl, RLIST=RLIST, num_warps=num_warps, **lp)
+    _r_place[(P, C)](logits, sx, lengths, info, rlist, rr, hist, out, out.stride(0), N, k, C, P, RR=RR, CB=CB,
+                     BLOCK=RBLOCK, PDL=pdl, RLIST=RLIST, num_warps=num_warps, **lp)
     return out
 
 
