@@ -58,6 +58,16 @@ def _summary_lines(report: Report) -> list[str]:
                      f" {_interval(s.ratio_ci95)}, A/A {_interval(s.aa_ci95)}, floor {(s.floor_fraction or 0):.2f}")
     if report.summary.geomean_speedup:
         lines.append(f"  geomean speedup {report.summary.geomean_speedup:.3f} {_interval(report.summary.geomean_ci95)}")
+    # The e2e stage's status says only that the gate ran: its points are measurements, judged by the keep rule
+    # (loop/policy.py, docs/keep-rule.md) on the console's side, so each is printed with its intervals
+    e2e = report.stages.e2e
+    for p in e2e.points if e2e and e2e.points else []:
+        if p.ratio is None:
+            continue
+        ceiling = (f", {p.ceiling_attained:.0%} of the ceiling ({p.ceiling_ratio:.2f}x the default)"
+                   if p.ceiling_attained is not None and p.ceiling_ratio is not None else "")
+        lines.append(f"    e2e B={p.batch} L={p.context}: tokens/s {p.ratio:.3f} {_interval(p.ratio_ci95)} of the "
+                     f"{p.baseline or 'baseline'}'s, A/A {_interval(p.aa_ci95)}{ceiling}")
     lines.append(f"  wall {report.wall_s or 0:.1f}s")
     return lines
 

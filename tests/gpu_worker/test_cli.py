@@ -57,3 +57,20 @@ def test_the_summary_names_each_shape_by_its_axes_for_an_imported_target_too():
     shapes = [line for line in lines if "ratio of means" in line]
     assert len(shapes) == 4 and all(line.strip().startswith('{"batch_size": ') for line in shapes), shapes
     assert shapes[0].strip().startswith('{"batch_size": 1} cand mean 6.9 p99 32.5')
+
+
+def test_the_summary_prints_every_e2e_point_with_its_intervals():
+    """The e2e stage's status says only that the gate ran (the keep rule judges its points on the console's
+    side), so a reader of the CLI sees each point's tokens/s ratio, its interval, the A/A interval and the share
+    of the ceiling; a point 12% slower must not hide behind "e2e pass" (the H200 record of 2026-12-05)."""
+    from gpu_worker.cli import _summary_lines
+    from gpu_worker.contract import from_json
+
+    doc = json.loads((ROOT / "bench/results/h200/2026-12-05/call1/dsa_topk__best.json").read_text())
+    points = [line.strip() for line in _summary_lines(from_json(doc)) if line.strip().startswith("e2e B=")]
+    assert len(points) == 9
+    assert points[0].startswith("e2e B=1 L=8192: tokens/s 1.148 [1.147, 1.149] of the ")
+    assert "A/A [1.001, 1.002], 89% of the ceiling" in points[0]
+    doc["stages"]["e2e"]["points"][0].update(ratio=0.88, ratio_ci95=[0.87, 0.89])
+    worst = [line for line in _summary_lines(from_json(doc)) if "e2e B=1 L=8192" in line]
+    assert "tokens/s 0.880 [0.870, 0.890]" in worst[0]
