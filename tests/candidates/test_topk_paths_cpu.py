@@ -11,7 +11,7 @@ from test_candidates_cpu import _contract, _load, _topk_cases, check_topk
 
 V8 = {"BLOCK": 256, "TARGET_CTAS": 8, "SMALL": 512, "NS": 32, "G": 8, "RBLOCK": 256}
 KEY, VALUE = "dsa_topk/best.py", "dsa_indexer_topk/topk_value_digits.py"
-PATHS = [(KEY, V8, "key"), (KEY, dict(V8, ATOMIC=0, SPAN_BITS=8, KTH=0), "key-scan-span8-max"),
+PATHS = [(KEY, V8, "key"), (KEY, dict(V8, ATOMIC=0, SPAN_BITS=8, KTH=0, VLIN=1), "key-scan-span8-max-vlin"),
          (KEY, dict(V8, ALPHA_X2=0, BETA=1, RLIST=1, RGRID=16), "key-fallback-low-rlist"),
          (KEY, dict(V8, ALPHA_X2=40, BETA=200, ATOMIC=1), "key-fallback-overflow"),
          (VALUE, V8, "value"), (VALUE, dict(V8, SCAN_MAX_ROWS=0, PF=0, KD_EARLY=0), "value-atomic-noprefetch"),
@@ -155,3 +155,28 @@ def test_the_digit_scale_from_the_kth_keeps_a_uniform_row_off_the_refine():
     modes0, modes2 = made[0][-1][:, 0].tolist(), made[2][-1][:, 0].tolist()
     assert modes2[:M - 1] == [2] * (M - 1) and 0 in modes0[:M - 1]
     assert made[2][0][-1, 1] == made[0][0][-1, 1] and modes2[-1] == modes0[-1]
+
+
+def test_value_linear_digits_where_the_threshold_is_negative_keep_the_row_off_the_refine():
+    """Normal rows with k near half the row: thr < 0 lies below positive keys, where keys are not linear in the
+    value, and with key-linear digits the k-th key's digit is crowded, so every such row takes the refine
+    (seen on a GPU at 24 x 4560, docs/kernels.md). With VLIN = 1 KA gives those rows value-linear digits and
+    they take mode 2; a row whose keys are all positive keeps key-linear digits (its scale slot stays 0).
+    Exact in every case."""
+    g = torch.Generator().manual_seed(19)
+    M, N, k = 4, 700, 300
+    x = torch.randn(M, N, generator=g)
+    x[-1] = x[-1].abs() + 1.0                    # every key positive: key-linear digits
+    lengths = torch.full((M,), N, dtype=torch.int32)
+    made = {}
+    for vlin in (0, 1):
+        m = _load(KEY, dict(V8, VLIN=vlin))
+        spy = _AllocationSpy()
+        m.torch = spy
+        out = m.forward(x, lengths, k)
+        check_topk(out, x, lengths, k)
+        made[vlin] = [t for t in spy.made if t.dim() == 2 and t.shape == (M, 4)]      # thr first, KD's info last
+    modes0, modes1 = made[0][-1][:, 0].tolist(), made[1][-1][:, 0].tolist()
+    scale = made[1][0][:, 3].view(torch.float32)
+    assert modes0[:M - 1] == [0] * (M - 1) and modes1[:M - 1] == [2] * (M - 1), (modes0, modes1)
+    assert (scale[:M - 1] > 0).all() and scale[-1] == 0 and modes1[-1] == modes0[-1] != 0

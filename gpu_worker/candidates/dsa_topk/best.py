@@ -13,7 +13,9 @@ Values map to order-preserving uint32 keys (as in seed.py). The common path:
       bin that the same two levels pick for the k-th value of the row itself (so few more than k candidates).
       Also the digit shift sh: the distance above thr of the sampled key ranked where the row's k-th key is
       expected, >> sh, lands in 2^(SPAN_BITS-KTH-1) to 2^(SPAN_BITS-KTH) digits (where thr >= 0 and the row is
-      not marked; else (largest sample - thr) >> sh spans 2^(SPAN_BITS-1) to 2^SPAN_BITS digits).
+      not marked; else (largest sample - thr) >> sh spans 2^(SPAN_BITS-1) to 2^SPAN_BITS digits). With VLIN = 1,
+      a row whose thr < 0 lies below a positive largest key gets value-linear digits instead (not yet measured
+      on a GPU: PARAMS keep 0; docs/kernels.md).
       A tie: when the smallest sampled key at or above thr, q, has more samples than TIE copies in the row
       would give (ties, ReLU zeros; counted exactly on a row read whole), thr = q and the row is marked.
       KA zeroes the per-program counters and the row's digit histogram.
@@ -60,7 +62,7 @@ PARAMS = {"BLOCK": 1024, "TARGET_CTAS": 1024, "MAX_C": 64, "num_warps": 4, "SMAL
           "NS": 64, "G": 16, "ALPHA_X2": 3, "BETA": 12, "ATOMIC": 1, "MIN_C": 16,
           "SMALLR": 512, "SPAN_BITS": 9, "SMALLTA": 1024, "HREG": 0, "KD_WARPS": 4, "PF": 2, "SCAN_MAX_ROWS": 8, "KA_WARPS": 8, "PDL": 1,
           "WARP": 1, "KD_EARLY": 1, "RBLOCK": 2048, "TIE": 512, "KTH": 2, "RLIST": 0,
-          "RGRID": 256}
+          "RGRID": 256, "VLIN": 0}
 SPACE = {"BLOCK": [512, 1024, 2048, 4096, 8192], "TARGET_CTAS": [264, 512, 1024, 2048], "MAX_C": [16, 32, 64],
          "num_warps": [2, 4, 8], "SMALL": [4096, 8192], "SEL_WARPS": [4, 8, 16], "NS": [64, 128, 256],
          "G": [8, 16, 32], "ALPHA_X2": [2, 3, 4], "BETA": [4, 12, 24], "ATOMIC": [0, 1],
@@ -68,7 +70,8 @@ SPACE = {"BLOCK": [512, 1024, 2048, 4096, 8192], "TARGET_CTAS": [264, 512, 1024,
          "SMALLR": [256, 512, 1024], "SPAN_BITS": [8, 9, 10], "SMALLTA": [512, 1024, 2048], "HREG": [0, 1], "KD_WARPS": [2, 4, 8], "PF": [0, 1, 2],
          "SCAN_MAX_ROWS": [0, 4, 8, 16], "KA_WARPS": [4, 8], "PDL": [0, 1],
          "WARP": [0, 1], "KD_EARLY": [0, 1], "RBLOCK": [1024, 2048, 4096], "TIE": [0, 256, 512, 2048],
-         "KTH": [0, 2, 3], "RLIST": [0, 1], "RGRID": [128, 256, 512]}
+         "KTH": [0, 2, 3], "RLIST": [0, 1], "RGRID": [128, 256, 512],
+         "VLIN": [0, 1]}
 
 
 @triton.jit
@@ -77,6 +80,27 @@ def _key(x):
     b = tl.where(x == 0.0, 0, b)
     kk = b ^ ((b >> 31) | -2147483648)
     return kk.to(tl.uint32, bitcast=True)
+
+
+@triton.jit
+def _val(key):
+    """The f32 value of a key (_key's inverse; -0.0 comes back as 0.0)."""
+    k = key.to(tl.int32, bitcast=True)
+    return tl.where(k < 0, k ^ -2147483648, ~k).to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _dig(key, thr, sh, sc, VLIN: tl.constexpr):
+    """The digit of keys above thr, clamped to 255: key-linear, (key - thr) >> sh; or, on a row where KA chose
+    value-linear digits (VLIN and sc > 0), floor((value - value(thr)) x sc). Both are monotone in the key."""
+    if VLIN:
+        if sc > 0:
+            d = tl.minimum(tl.maximum((_val(key) - _val(thr)) * sc, 0.0), 255.0).to(tl.int32)
+        else:
+            d = tl.minimum((key - thr) >> sh, 255).to(tl.int32)
+    else:
+        d = tl.minimum((key - thr) >> sh, 255).to(tl.int32)
+    return d
 
 
 @triton.jit
@@ -139,7 +163,7 @@ NO_SPEC = ["N", "C"]
 def _ka_sample(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, rh_ptr, scr_ptr, rl_ptr, N, K, SMALL, C, NS: tl.constexpr,
                G: tl.constexpr, ALPHA_X2: tl.constexpr, BETA: tl.constexpr, CB: tl.constexpr,
                SMALLTA: tl.constexpr, SPAN_BITS: tl.constexpr, PDL: tl.constexpr, FULL: tl.constexpr,
-               TIE: tl.constexpr, KTH: tl.constexpr):
+               TIE: tl.constexpr, KTH: tl.constexpr, VLIN: tl.constexpr):
     row = tl.program_id(0)
     if PDL:
         tl.extra.cuda.gdc_launch_dependents()     # KB may start now: it waits for this grid before reading its output
@@ -205,6 +229,16 @@ def _ka_sample(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, rh_ptr, scr_ptr, rl_p
     tl.store(thr_ptr + row * 4, thr.to(tl.int32, bitcast=True))
     tl.store(thr_ptr + row * 4 + 1, sh)
     tl.store(thr_ptr + row * 4 + 2, tie)
+    if VLIN:
+        # value-linear digits where thr < 0 lies below a positive largest key: across zero, keys are not linear
+        # in the value (the keys of -0.1 and 0.1 are ~2^31 apart, those of 0.1 and 1.9 ~2^25), and both
+        # key-linear scales crowd the k-th digit (docs/kernels.md, "The digit scale from the k-th"); the
+        # values from thr to the largest span 3/4 of 2^SPAN_BITS digits, as in the value-digit top-k
+        top = thr + span
+        width = _val(top) - _val(thr)
+        use = (tie == 0) & ((thr >> 31) == 0) & ((top >> 31) == 1) & (width > 0) & (width < float("inf"))
+        sc = tl.where(use, (3 << (SPAN_BITS - 2)) / tl.where(use, width, 1.0), 0.0)
+        tl.store(thr_ptr + row * 4 + 3, sc.to(tl.int32, bitcast=True))
 
 
 @triton.jit
@@ -355,7 +389,7 @@ def _kb_eq(eqv, key, m, thr, tie):
 @triton.jit(do_not_specialize=NO_SPEC)
 def _kb_filter(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, eq_ptr, ck_ptr, ci_ptr, hist_ptr, rh_ptr, N, K, C,
                RC, BLOCK: tl.constexpr, ATOMIC: tl.constexpr, HB: tl.constexpr, HREG: tl.constexpr, PF: tl.constexpr,
-               PDL: tl.constexpr, WARP: tl.constexpr):
+               PDL: tl.constexpr, WARP: tl.constexpr, VLIN: tl.constexpr):
     row = tl.program_id(0)
     c = tl.program_id(1)
     x_row = x_ptr + row.to(tl.int64) * stride_x
@@ -384,6 +418,7 @@ def _kb_filter(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, eq_ptr, ck_ptr, ci_pt
     thr = tl.load(thr_ptr + row * 4).to(tl.uint32, bitcast=True)
     sh = tl.load(thr_ptr + row * 4 + 1).to(tl.uint32)
     tie = tl.load(thr_ptr + row * 4 + 2)
+    sc = tl.load(thr_ptr + row * 4 + 3).to(tl.float32, bitcast=True) if VLIN else 0.0
     eqv = tl.zeros([BLOCK], dtype=tl.int32)       # a tie row's copies of thr (KA's mode-3 hint), per lane
     if PF == 2:
         # two blocks in flight while one is filtered: more bytes in flight per program
@@ -434,7 +469,7 @@ def _kb_filter(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, eq_ptr, ck_ptr, ci_pt
             o = s + tl.arange(0, HB)
             m = o < tl.minimum(n_gt, RC)
             key = tl.load(ck_ptr + reg + o, mask=m, other=0).to(tl.uint32, bitcast=True)
-            hist += tl.histogram(tl.minimum((key - thr) >> sh, 255).to(tl.int32), 256, mask=m)
+            hist += tl.histogram(_dig(key, thr, sh, sc, VLIN), 256, mask=m)
     # the row's digit histogram (integer atomics: exact, order-free) and this program's suffix counts
     # #(digit >= b), from which KD reads its offsets in two columns
     hb = tl.arange(0, 256)
@@ -485,7 +520,8 @@ def _tie_quota(eqs, need):
 @triton.jit(do_not_specialize=NO_SPEC + ["stride_x"])    # its one read of the logits (mode 3) is not the hot loop
 def _kd_place(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, eq_ptr, ck_ptr, ci_ptr, hist_ptr, rh_ptr, rscr_ptr, info_ptr,
               rl_ptr, rr_ptr, out_ptr, stride_o, N, K, C, RC, RR: tl.constexpr, CB: tl.constexpr, RT: tl.constexpr,
-              SMALLR: tl.constexpr, PDL: tl.constexpr, EARLY: tl.constexpr, TB: tl.constexpr):
+              SMALLR: tl.constexpr, PDL: tl.constexpr, EARLY: tl.constexpr, TB: tl.constexpr,
+              VLIN: tl.constexpr):
     """grid (M, C): KC's two common cases spread over the row's C programs, each placing its own region.
     Every program of a row reads the same counts and tables and so reaches the same decision:
       mode 1, n_gt == k_eff: every candidate, at the offset of the regions before it.
@@ -513,6 +549,7 @@ def _kd_place(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, eq_ptr, ck_ptr, ci_ptr
     L, k_eff = _row_len(len_ptr, row, N, K)
     thr = tl.load(thr_ptr + row * 4).to(tl.uint32, bitcast=True)
     sh = tl.load(thr_ptr + row * 4 + 1).to(tl.uint32)
+    sc = tl.load(thr_ptr + row * 4 + 3).to(tl.float32, bitcast=True) if VLIN else 0.0
     cs_ = tl.arange(0, CB)
     cmask = cs_ < C
     gts = tl.load(cnt_ptr + row * C + cs_, mask=cmask, other=0)
@@ -570,7 +607,7 @@ def _kd_place(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, eq_ptr, ck_ptr, ci_ptr
                 key = key_e
             else:
                 key = tl.load(ck_ptr + reg + o, mask=live, other=0).to(tl.uint32, bitcast=True)
-            dg = tl.minimum((key - thr) >> sh, 255).to(tl.int32)
+            dg = _dig(key, thr, sh, sc, VLIN)
             gt = live & (dg > dsel)
             inb = live & (dg == dsel)
             # suffix counts of the programs before this one at dsel + 1 (above dsel) and dsel
@@ -795,7 +832,7 @@ def _r_place(x_ptr, stride_x, len_ptr, info_ptr, rl_ptr, rr_ptr, hist_ptr, out_p
 def _topk(logits, lengths, k, out, BLOCK, TARGET_CTAS, MAX_C, num_warps, SMALL, SEL_WARPS, NS, G,
               ALPHA_X2, BETA, ATOMIC=0, MIN_C=16, SMALLR=512, SPAN_BITS=9, SMALLTA=1024, HREG=0,
               KD_WARPS=4, PF=1, SCAN_MAX_ROWS=8, KA_WARPS=8, PDL=1, WARP=1, KD_EARLY=1, RBLOCK=1024, TIE=512, KTH=0, RLIST=0,
-          RGRID=256):
+          RGRID=256, VLIN=0):
     M, N = logits.shape
     dev = logits.device
     assert BLOCK <= 32768 and N < 2 ** 31 and NS * G <= SMALL and MAX_C in (1, 2, 4, 8, 16, 32, 64)
@@ -833,18 +870,19 @@ def _topk(logits, lengths, k, out, BLOCK, TARGET_CTAS, MAX_C, num_warps, SMALL, 
     # warp-ballot slots in PTX (a GPU only; the interpreter runs the Triton form)
     warp = bool(WARP) and logits.is_cuda
     assert not (warp and HREG)
+    assert not (VLIN and HREG)       # HREG's in-scan histogram takes key-linear digits only
     if warp:
         ATOMIC = 1      # not used by the warp slots: one KB compile for every M
     elif M <= SCAN_MAX_ROWS:
         ATOMIC = 0      # few rows (programs of one or two blocks): a block scan beats slots from atomics
     _ka_sample[(M,)](logits, sx, lengths, thr, cnt, rhist, scra, rlist, N, k, SMALL, C, NS=NS, G=G, ALPHA_X2=ALPHA_X2, BETA=BETA,
-                     CB=CB, SMALLTA=SMALLTA, SPAN_BITS=SPAN_BITS, PDL=pdl, FULL=SMALL, TIE=TIE, KTH=KTH,
+                     CB=CB, SMALLTA=SMALLTA, SPAN_BITS=SPAN_BITS, PDL=pdl, FULL=SMALL, TIE=TIE, KTH=KTH, VLIN=VLIN,
                      num_warps=KA_WARPS)
     _kb_filter[(M, C)](logits, sx, lengths, thr, cnt, eqc, cand[0], cand[1], hist, rhist, N, k, C, RC, BLOCK=BLOCK,
-                       ATOMIC=ATOMIC, HB=256, HREG=HREG, PF=PF, PDL=pdl, WARP=warp, num_warps=num_warps, **lp)
+                       ATOMIC=ATOMIC, HB=256, HREG=HREG, PF=PF, PDL=pdl, WARP=warp, VLIN=VLIN, num_warps=num_warps, **lp)
     _kd_place[(M, C)](logits, sx, lengths, thr, cnt, eqc, cand[0], cand[1], hist, rhist, rscr, info, rlist, rr, out,
                       out.stride(0), N, k, C, RC, RR=RR, CB=CB, RT=RT, SMALLR=SMALLR, PDL=pdl, EARLY=KD_EARLY,
-                      TB=1024, num_warps=KD_WARPS, **lp)
+                      TB=1024, VLIN=VLIN, num_warps=KD_WARPS, **lp)
     _kc_select[(M,)](lengths, rscr, info, out, out.stride(0), N, k, KBLOCK=1024, SMALLR=SMALLR, PDL=pdl,
                      num_warps=SEL_WARPS, **lp)
     # the refine: launched every call (no host sync decides it). Grid (M, C): every other row's programs return
