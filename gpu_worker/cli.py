@@ -9,6 +9,7 @@ import sys
 import uuid
 from pathlib import Path
 
+from .candidate_params import set_params
 from .contract import Report, from_json
 from .hardware import fingerprint
 from .queues import gpu_queue
@@ -100,6 +101,13 @@ def _cmd_evaluate(args) -> int:
 
     source = Path(args.candidate).read_text()
     incumbent = Path(args.incumbent).read_text() if args.incumbent else None
+    if args.set:
+        try:
+            source, changed = set_params(source, args.set)
+        except (ValueError, SyntaxError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        print(f"[candidate] {args.candidate} with PARAMS {json.dumps(changed)}", file=sys.stderr, flush=True)
     spec = {"candidate_id": args.candidate_id or f"cli-{uuid.uuid4().hex[:8]}", "attempt": 1, "target": args.target,
             "source": source, "incumbent_source": incumbent, "profile": args.profile}
     if args.seed is not None:
@@ -150,6 +158,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="write the report JSON here (default: stdout)")
     p.add_argument("--seed", type=int, help="fixed secret seed (reproduce a report); default: random")
     p.add_argument("--candidate-id")
+    p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                   help="evaluate the candidate with this PARAMS entry changed (repeatable; the name must be in its "
+                        "PARAMS or SPACE); e.g. the best against itself: --incumbent best.py --set VLIN=1")
     imported = p.add_argument_group("an imported target (a FlashInfer-Bench Definition; needs the `fib` extra)")
     imported.add_argument("--definition", help="Definition JSON; --target is its name")
     imported.add_argument("--workloads", help="JSONL of its workload traces (their span is the range by default)")

@@ -8,7 +8,6 @@ in flight) is never proposed again. The first proposal is the seed's own default
 
 from __future__ import annotations
 
-import ast
 import itertools
 import json
 
@@ -16,6 +15,7 @@ import optuna
 from optuna.distributions import CategoricalDistribution
 from optuna.trial import TrialState, create_trial
 
+from gpu_worker.candidate_params import read_space, rewrite_params
 from loop.models import Candidate, Run
 from loop.services.candidates import CandidateRejected, candidate_record_rejected_proposal, candidate_submit
 from loop.services.runs import run_mark_exhausted
@@ -24,53 +24,6 @@ from loop.services.targets import target_seed_source
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 PROPOSER = "sweep"
 ASKS_BEFORE_ENUMERATING = 20
-
-
-def _module_literal(tree: ast.Module, name: str):
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
-            return node
-    return None
-
-
-def read_space(source: str) -> tuple[dict, dict]:
-    """(PARAMS, SPACE) literals of a candidate source; ({}, {}) when absent."""
-    tree = ast.parse(source)
-    found = []
-    for name in ("PARAMS", "SPACE"):
-        node = _module_literal(tree, name)
-        value = ast.literal_eval(node.value) if node is not None else {}
-        if not isinstance(value, dict):
-            raise ValueError(f"{name} must be a dict literal")  # noqa: TRY004 (callers catch ValueError)
-        found.append(value)
-    params, space = found
-    for key, choices in space.items():
-        if not isinstance(choices, list) or not choices:
-            raise ValueError(f"SPACE[{key!r}] must be a non-empty list of values")
-    return params, space
-
-
-def _literal(params: dict) -> str:
-    return "{" + ", ".join(f"{json.dumps(k)}: {v!r}" for k, v in params.items()) + "}"
-
-
-def rewrite_params(source: str, params: dict) -> str:
-    """The source with its module-level PARAMS literal replaced by `params` (inserted after the
-    imports when the source has none)."""
-    tree = ast.parse(source)
-    node = _module_literal(tree, "PARAMS")
-    data = source.encode("utf-8")
-    line_starts = [0]
-    for line in data.splitlines(keepends=True):
-        line_starts.append(line_starts[-1] + len(line))
-    if node is None:
-        imports = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
-        at = line_starts[imports[-1].end_lineno] if imports else 0
-        return (data[:at] + f"\nPARAMS = {_literal(params)}\n".encode() + data[at:]).decode("utf-8")
-    value = node.value
-    start = line_starts[value.lineno - 1] + value.col_offset  # col offsets are UTF-8 byte offsets
-    end = line_starts[value.end_lineno - 1] + value.end_col_offset
-    return (data[:start] + _literal(params).encode() + data[end:]).decode("utf-8")
 
 
 def _key(params: dict) -> str:

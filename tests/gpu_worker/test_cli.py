@@ -23,9 +23,10 @@ def test_evaluate_writes_a_report_and_prints_a_line_per_stage(tmp_path):
     out = tmp_path / "report.json"
     seed = ROOT / "gpu_worker/candidates/dsa_topk/seed.py"
     proc = subprocess.run([sys.executable, "-m", "gpu_worker", "evaluate", "--target", "dsa_topk", "--candidate",
-                           str(seed), "--profile", "smoke", "--out", str(out)], check=False, cwd=ROOT,
-                          capture_output=True, text=True, timeout=400)
+                           str(seed), "--profile", "smoke", "--out", str(out), "--set", "BLOCK=2048"], check=False,
+                          cwd=ROOT, capture_output=True, text=True, timeout=400)
     assert proc.returncode == 0, proc.stderr
+    assert 'with PARAMS {"BLOCK": 2048}' in proc.stderr
     report = json.loads(out.read_text())
     # This is also the dsa_topk seed's check over the whole range (test_seeds leaves it to this test).
     assert report["stages"]["guard"]["status"] == "pass" and report["stages"]["verify"]["status"] == "pass"
@@ -74,3 +75,26 @@ def test_the_summary_prints_every_e2e_point_with_its_intervals():
     doc["stages"]["e2e"]["points"][0].update(ratio=0.88, ratio_ci95=[0.87, 0.89])
     worst = [line for line in _summary_lines(from_json(doc)) if "e2e B=1 L=8192" in line]
     assert "tokens/s 0.880 [0.870, 0.890]" in worst[0]
+
+
+def test_set_changes_the_candidates_params_and_refuses_a_name_it_does_not_have(tmp_path):
+    """`evaluate --set NAME=VALUE` evaluates the candidate with one PARAMS entry changed (the A/B of a tunable
+    against the unchanged file as the incumbent); a name in neither PARAMS nor SPACE exits 2 before anything
+    runs, since a typo would evaluate the unchanged candidate as if it were the variant."""
+    from gpu_worker.candidate_params import read_space, set_params
+
+    best = (ROOT / "gpu_worker/candidates/dsa_topk/best.py").read_text()
+    source, changed = set_params(best, ["VLIN=1", "RGRID = 128", "KTH=0"])
+    params, space = read_space(source)
+    assert changed == {"VLIN": 1, "RGRID": 128, "KTH": 0}
+    assert params == {**read_space(best)[0], **changed} and space == read_space(best)[1]
+    assert source.replace(source[source.index("PARAMS = "):source.index("SPACE = ")], "") == \
+        best.replace(best[best.index("PARAMS = "):best.index("SPACE = ")], "")     # nothing else changed
+    with pytest.raises(ValueError, match="no such parameter"):
+        set_params(best, ["VLINN=1"])
+    proc = subprocess.run([sys.executable, "-m", "gpu_worker", "evaluate", "--target", "dsa_topk", "--candidate",
+                           str(ROOT / "gpu_worker/candidates/dsa_topk/best.py"), "--set", "VLINN=1",
+                           "--out", str(tmp_path / "r.json")], check=False, cwd=ROOT, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 2 and "VLINN: the candidate has no such parameter" in proc.stderr
+    assert not (tmp_path / "r.json").exists()
