@@ -107,7 +107,7 @@ def test_a_tie_at_the_threshold_is_taken_without_the_refine(rel):
     of 3 values; and a crowded key below the k-th (marked, but more than k keys above it: the common modes).
     The answers are exact, and the tie's copies come from every program's part (_tie_quota), the same set on
     every call."""
-    m = _load(rel, dict(V8, TIE=64))
+    m = _load(rel, dict(V8, TIE=64, TIE_WHOLE=64) if rel == KEY else dict(V8, TIE=64))
     spy = _AllocationSpy()
     m.torch = spy
     g = torch.Generator().manual_seed(13)
@@ -180,3 +180,24 @@ def test_value_linear_digits_where_the_threshold_is_negative_keep_the_row_off_th
     scale = made[1][0][:, 3].view(torch.float32)
     assert modes0[:M - 1] == [0] * (M - 1) and modes1[:M - 1] == [2] * (M - 1), (modes0, modes1)
     assert (scale[:M - 1] > 0).all() and scale[-1] == 0 and modes1[-1] == modes0[-1] != 0
+
+
+def test_a_row_read_whole_takes_its_tie_by_its_own_mark():
+    """Rows read whole (L <= SMALL) of 16 distinct values, k half the row: the bucket at the k-th key (~31 copies
+    here) stays under the sampled rows' mark and KC ranks it (mode 2); with the mark for rows read whole below
+    the bucket (TIE_WHOLE = 16) KA marks the row and KD places the copies (mode 3). Exact both ways, and the
+    same set on two calls."""
+    g = torch.Generator().manual_seed(23)
+    M, N, k = 3, 500, 250
+    x = (torch.randint(-8, 8, (M, N), generator=g).float() + 0.5) / 4
+    lengths = torch.full((M,), N, dtype=torch.int32)
+    modes = {}
+    for mark in (512, 16):
+        m = _load(KEY, dict(V8, TIE_WHOLE=mark))
+        spy = _AllocationSpy()
+        m.torch = spy
+        out = m.forward(x, lengths, k)
+        check_topk(out, x, lengths, k)
+        assert torch.equal(out.sort(1).values, m.forward(x, lengths, k).sort(1).values)
+        modes[mark] = [t for t in spy.made if t.dim() == 2 and t.shape == (M, 4)][-1][:, 0].tolist()
+    assert modes[512] == [2] * M and modes[16] == [3] * M, modes

@@ -17,7 +17,8 @@ Values map to order-preserving uint32 keys (as in seed.py). The common path:
       a row whose thr < 0 lies below a positive largest key gets value-linear digits instead (not yet measured
       on a GPU: PARAMS keep 0; docs/kernels.md).
       A tie: when the smallest sampled key at or above thr, q, has more samples than TIE copies in the row
-      would give (ties, ReLU zeros; counted exactly on a row read whole), thr = q and the row is marked.
+      would give (ties, ReLU zeros; counted exactly against TIE_WHOLE on a row read whole), thr = q and the
+      row is marked.
       KA zeroes the per-program counters and the row's digit histogram.
   KB  grid (M, C): each row split evenly over its C programs; each scans its part once (whole blocks with
       unmasked 16-byte loads, PF blocks in flight while one is filtered) and writes keys > thr (key, index)
@@ -62,7 +63,7 @@ PARAMS = {"BLOCK": 1024, "TARGET_CTAS": 1024, "MAX_C": 64, "num_warps": 4, "SMAL
           "NS": 64, "G": 16, "ALPHA_X2": 3, "BETA": 12, "ATOMIC": 1, "MIN_C": 16,
           "SMALLR": 512, "SPAN_BITS": 9, "SMALLTA": 1024, "HREG": 0, "KD_WARPS": 4, "PF": 2, "SCAN_MAX_ROWS": 8, "KA_WARPS": 8, "PDL": 1,
           "WARP": 1, "KD_EARLY": 1, "RBLOCK": 2048, "TIE": 512, "KTH": 2, "RLIST": 0,
-          "RGRID": 256, "VLIN": 0}
+          "RGRID": 256, "VLIN": 0, "TIE_WHOLE": 512}
 SPACE = {"BLOCK": [512, 1024, 2048, 4096, 8192], "TARGET_CTAS": [264, 512, 1024, 2048], "MAX_C": [16, 32, 64],
          "num_warps": [2, 4, 8], "SMALL": [4096, 8192], "SEL_WARPS": [4, 8, 16], "NS": [64, 128, 256],
          "G": [8, 16, 32], "ALPHA_X2": [2, 3, 4], "BETA": [4, 12, 24], "ATOMIC": [0, 1],
@@ -71,7 +72,7 @@ SPACE = {"BLOCK": [512, 1024, 2048, 4096, 8192], "TARGET_CTAS": [264, 512, 1024,
          "SCAN_MAX_ROWS": [0, 4, 8, 16], "KA_WARPS": [4, 8], "PDL": [0, 1],
          "WARP": [0, 1], "KD_EARLY": [0, 1], "RBLOCK": [1024, 2048, 4096], "TIE": [0, 256, 512, 2048],
          "KTH": [0, 2, 3], "RLIST": [0, 1], "RGRID": [128, 256, 512],
-         "VLIN": [0, 1]}
+         "VLIN": [0, 1], "TIE_WHOLE": [0, 64, 128, 256, 512]}
 
 
 @triton.jit
@@ -163,7 +164,7 @@ NO_SPEC = ["N", "C"]
 def _ka_sample(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, rh_ptr, scr_ptr, rl_ptr, N, K, SMALL, C, NS: tl.constexpr,
                G: tl.constexpr, ALPHA_X2: tl.constexpr, BETA: tl.constexpr, CB: tl.constexpr,
                SMALLTA: tl.constexpr, SPAN_BITS: tl.constexpr, PDL: tl.constexpr, FULL: tl.constexpr,
-               TIE: tl.constexpr, KTH: tl.constexpr, VLIN: tl.constexpr):
+               TIE: tl.constexpr, KTH: tl.constexpr, VLIN: tl.constexpr, TIE_WHOLE: tl.constexpr):
     row = tl.program_id(0)
     if PDL:
         tl.extra.cuda.gdc_launch_dependents()     # KB may start now: it waits for this grid before reading its output
@@ -215,10 +216,11 @@ def _ka_sample(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, rh_ptr, scr_ptr, rl_p
         lo_key = tl.min(tl.where(m, key, tl.full([], 0xFFFFFFFF, tl.uint32)), 0)
         t = _approx_top(key - lo_key, m, k_eff, scr_ptr + row * SMALLTA, SMALLTA, SMALLTA < FULL) + lo_key
         thr = tl.maximum(t, 1) - 1
-        if TIE > 0:
-            # the same for a row read whole, by exact counts
+        if TIE_WHOLE > 0:
+            # the same for a row read whole, by exact counts, with its own mark: such a row's unmarked bucket at
+            # the k-th key is ranked pairwise by KC (docs/kernels.md, "Rows read whole")
             q = tl.min(tl.where(m & (key >= t), key, tl.full([], 0xFFFFFFFF, tl.uint32)), 0)
-            tie = (tl.sum((m & (key == q)).to(tl.int32), 0) > TIE).to(tl.int32)
+            tie = (tl.sum((m & (key == q)).to(tl.int32), 0) > TIE_WHOLE).to(tl.int32)
             thr = tl.where(tie != 0, q, thr)
         span = tl.max(tl.where(m, key, 0), 0) - thr
     # the digit shift: (largest sample - thr) >> sh lands in [2^(SPAN_BITS-1), 2^SPAN_BITS), or with KTH the
@@ -832,7 +834,7 @@ def _r_place(x_ptr, stride_x, len_ptr, info_ptr, rl_ptr, rr_ptr, hist_ptr, out_p
 def _topk(logits, lengths, k, out, BLOCK, TARGET_CTAS, MAX_C, num_warps, SMALL, SEL_WARPS, NS, G,
               ALPHA_X2, BETA, ATOMIC=0, MIN_C=16, SMALLR=512, SPAN_BITS=9, SMALLTA=1024, HREG=0,
               KD_WARPS=4, PF=1, SCAN_MAX_ROWS=8, KA_WARPS=8, PDL=1, WARP=1, KD_EARLY=1, RBLOCK=1024, TIE=512, KTH=0, RLIST=0,
-          RGRID=256, VLIN=0):
+          RGRID=256, VLIN=0, TIE_WHOLE=512):
     M, N = logits.shape
     dev = logits.device
     assert BLOCK <= 32768 and N < 2 ** 31 and NS * G <= SMALL and MAX_C in (1, 2, 4, 8, 16, 32, 64)
@@ -876,7 +878,7 @@ def _topk(logits, lengths, k, out, BLOCK, TARGET_CTAS, MAX_C, num_warps, SMALL, 
     elif M <= SCAN_MAX_ROWS:
         ATOMIC = 0      # few rows (programs of one or two blocks): a block scan beats slots from atomics
     _ka_sample[(M,)](logits, sx, lengths, thr, cnt, rhist, scra, rlist, N, k, SMALL, C, NS=NS, G=G, ALPHA_X2=ALPHA_X2, BETA=BETA,
-                     CB=CB, SMALLTA=SMALLTA, SPAN_BITS=SPAN_BITS, PDL=pdl, FULL=SMALL, TIE=TIE, KTH=KTH, VLIN=VLIN,
+                     CB=CB, SMALLTA=SMALLTA, SPAN_BITS=SPAN_BITS, PDL=pdl, FULL=SMALL, TIE=TIE, KTH=KTH, VLIN=VLIN, TIE_WHOLE=TIE_WHOLE,
                      num_warps=KA_WARPS)
     _kb_filter[(M, C)](logits, sx, lengths, thr, cnt, eqc, cand[0], cand[1], hist, rhist, N, k, C, RC, BLOCK=BLOCK,
                        ATOMIC=ATOMIC, HB=256, HREG=HREG, PF=PF, PDL=pdl, WARP=warp, VLIN=VLIN, num_warps=num_warps, **lp)
