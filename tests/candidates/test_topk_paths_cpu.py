@@ -2,8 +2,9 @@
 (key-linear digits) and dsa_indexer_topk/topk_value_digits.py (value-linear digits, folded into the indexer's
 best.py). Small samples (NS x G = 256, SMALL = 512) make these tiny rows take the sampled path; forced-fallback
 parameters (r = 1: the threshold is the largest sample; r far too large: the candidate regions overflow) run
-the refine, over a grid of every row (or, with RLIST, the programs looping over the rows KD listed). Adds to test_candidates_cpu.py's cases ReLU zeros (k-th value 0.0, a tie bucket of
-~N zeros), short rows read whole, and rows whose k-th value lies near zero (indexer logits).
+the refine, over a grid of every row (or, with RLIST, the programs looping over the rows KD listed). Adds to
+test_candidates_cpu.py's cases ReLU zeros (k-th value 0.0, a tie bucket of ~N zeros), short rows read whole,
+and rows whose k-th value lies near zero (indexer logits).
 """
 import pytest
 import torch
@@ -74,6 +75,18 @@ class _AllocationSpy:
         return t
 
 
+def _run_key(params, x, lengths, k):
+    """The key top-k with `params` over x, checked exact; returns the module, the output, KA's threshold buffer and
+    KD's per-row decisions (both (M, 4): the first and the last such buffer the call allocates)."""
+    m = _load(KEY, params)
+    spy = _AllocationSpy()
+    m.torch = spy
+    out = m.forward(x, lengths, k)
+    check_topk(out, x, lengths, k)
+    rows4 = [t for t in spy.made if t.dim() == 2 and t.shape == (x.shape[0], 4)]
+    return m, out, rows4[0], rows4[-1]
+
+
 @pytest.mark.parametrize("rel", [KEY, VALUE], ids=["key", "value"])
 def test_a_tie_bucket_at_the_kth_key_ends_the_refine_early(rel):
     """Every row forced into the refine (regions overflow). A row whose k-th key is its largest, with more copies
@@ -102,9 +115,9 @@ def test_a_tie_bucket_at_the_kth_key_ends_the_refine_early(rel):
 @pytest.mark.parametrize("rel", [KEY, VALUE], ids=["key", "value"])
 def test_a_tie_at_the_threshold_is_taken_without_the_refine(rel):
     """KA marks a row whose sample puts a crowded key at the threshold (mode 3): KB counts that key's copies and
-    KD takes what the row needs of them, a share from each program's part, so the row never reaches the refine. Rows: 5 distinct values (the
-    k-th key the largest, with ~600 copies), ReLU zeros under fewer than k positives, a short row read whole
-    of 3 values; and a crowded key below the k-th (marked, but more than k keys above it: the common modes).
+    KD takes what the row needs of them, a share from each program's part, so the row never reaches the refine.
+    Rows: 5 distinct values (the k-th key the largest, with ~600 copies), ReLU zeros under fewer than k
+    positives, a short row read whole of 3 values; and a crowded key below the k-th (marked, but more than k keys above it: the common modes).
     The answers are exact, and the tie's copies come from every program's part (_tie_quota), the same set on
     every call."""
     m = _load(rel, dict(V8, TIE=64, TIE_WHOLE=64) if rel == KEY else dict(V8, TIE=64))
@@ -144,17 +157,12 @@ def test_the_digit_scale_from_the_kth_keeps_a_uniform_row_off_the_refine():
     x = (1.0 + torch.rand(M, N, generator=g) * 2.0 ** -8) * 4.0
     x[-1] = torch.randn(N, generator=g) - 5.0        # every key negative: the threshold too
     lengths = torch.full((M,), N, dtype=torch.int32)
-    made = {}
-    for kth in (0, 2):
-        m = _load(KEY, dict(V8, KTH=kth, RLIST=1, RGRID=32))       # RLIST: the refine takes only the listed rows
-        spy = _AllocationSpy()
-        m.torch = spy
-        out = m.forward(x, lengths, k)
-        check_topk(out, x, lengths, k)
-        made[kth] = [t for t in spy.made if t.dim() == 2 and t.shape == (M, 4)]      # thr first, KD's info last
-    modes0, modes2 = made[0][-1][:, 0].tolist(), made[2][-1][:, 0].tolist()
+    # RLIST: the refine takes only the listed rows
+    _, _, thr0, info0 = _run_key(dict(V8, KTH=0, RLIST=1, RGRID=32), x, lengths, k)
+    _, _, thr2, info2 = _run_key(dict(V8, KTH=2, RLIST=1, RGRID=32), x, lengths, k)
+    modes0, modes2 = info0[:, 0].tolist(), info2[:, 0].tolist()
     assert modes2[:M - 1] == [2] * (M - 1) and 0 in modes0[:M - 1]
-    assert made[2][0][-1, 1] == made[0][0][-1, 1] and modes2[-1] == modes0[-1]
+    assert thr2[-1, 1] == thr0[-1, 1] and modes2[-1] == modes0[-1]
 
 
 def test_value_linear_digits_where_the_threshold_is_negative_keep_the_row_off_the_refine():
@@ -168,16 +176,10 @@ def test_value_linear_digits_where_the_threshold_is_negative_keep_the_row_off_th
     x = torch.randn(M, N, generator=g)
     x[-1] = x[-1].abs() + 1.0                    # every key positive: key-linear digits
     lengths = torch.full((M,), N, dtype=torch.int32)
-    made = {}
-    for vlin in (0, 1):
-        m = _load(KEY, dict(V8, VLIN=vlin))
-        spy = _AllocationSpy()
-        m.torch = spy
-        out = m.forward(x, lengths, k)
-        check_topk(out, x, lengths, k)
-        made[vlin] = [t for t in spy.made if t.dim() == 2 and t.shape == (M, 4)]      # thr first, KD's info last
-    modes0, modes1 = made[0][-1][:, 0].tolist(), made[1][-1][:, 0].tolist()
-    scale = made[1][0][:, 3].view(torch.float32)
+    _, _, _, info0 = _run_key(dict(V8, VLIN=0), x, lengths, k)
+    _, _, thr1, info1 = _run_key(dict(V8, VLIN=1), x, lengths, k)
+    modes0, modes1 = info0[:, 0].tolist(), info1[:, 0].tolist()
+    scale = thr1[:, 3].view(torch.float32)
     assert modes0[:M - 1] == [0] * (M - 1) and modes1[:M - 1] == [2] * (M - 1), (modes0, modes1)
     assert (scale[:M - 1] > 0).all() and scale[-1] == 0 and modes1[-1] == modes0[-1] != 0
 
@@ -193,11 +195,7 @@ def test_a_row_read_whole_takes_its_tie_by_its_own_mark():
     lengths = torch.full((M,), N, dtype=torch.int32)
     modes = {}
     for mark in (512, 16):
-        m = _load(KEY, dict(V8, TIE_WHOLE=mark))
-        spy = _AllocationSpy()
-        m.torch = spy
-        out = m.forward(x, lengths, k)
-        check_topk(out, x, lengths, k)
+        m, out, _, info = _run_key(dict(V8, TIE_WHOLE=mark), x, lengths, k)
         assert torch.equal(out.sort(1).values, m.forward(x, lengths, k).sort(1).values)
-        modes[mark] = [t for t in spy.made if t.dim() == 2 and t.shape == (M, 4)][-1][:, 0].tolist()
+        modes[mark] = info[:, 0].tolist()
     assert modes[512] == [2] * M and modes[16] == [3] * M, modes

@@ -94,13 +94,10 @@ def _val(key):
 def _dig(key, thr, sh, sc, VLIN: tl.constexpr):
     """The digit of keys above thr, clamped to 255: key-linear, (key - thr) >> sh; or, on a row where KA chose
     value-linear digits (VLIN and sc > 0), floor((value - value(thr)) x sc). Both are monotone in the key."""
+    d = tl.minimum((key - thr) >> sh, 255).to(tl.int32)
     if VLIN:
         if sc > 0:
             d = tl.minimum(tl.maximum((_val(key) - _val(thr)) * sc, 0.0), 255.0).to(tl.int32)
-        else:
-            d = tl.minimum((key - thr) >> sh, 255).to(tl.int32)
-    else:
-        d = tl.minimum((key - thr) >> sh, 255).to(tl.int32)
     return d
 
 
