@@ -114,7 +114,7 @@ def compile_key(fn, key) -> None:
             raise ValueError(f"{fn.__name__}: no signature for {name}={v!r}")
     triton.compile(ASTSource(fn=fn, signature=sig, constexprs=consts, attrs=attrs),
                    target=GPUTarget("cuda", 90, 32),
-                   options={k: options[k] for k in ("num_warps", "num_stages") if k in options})
+                   options={k: options[k] for k in ("num_warps", "num_stages", "maxnreg") if k in options})
 
 
 def count(target_name: str, candidate: Path, profile: str = "full", seed: int = 1234,

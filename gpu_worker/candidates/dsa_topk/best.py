@@ -14,8 +14,8 @@ Values map to order-preserving uint32 keys (as in seed.py). The common path:
       Also the digit shift sh: the distance above thr of the sampled key ranked where the row's k-th key is
       expected, >> sh, lands in 2^(SPAN_BITS-KTH-1) to 2^(SPAN_BITS-KTH) digits (where thr >= 0 and the row is
       not marked; else (largest sample - thr) >> sh spans 2^(SPAN_BITS-1) to 2^SPAN_BITS digits). With VLIN = 1,
-      a row whose thr < 0 lies below a positive largest key gets value-linear digits instead (not yet measured
-      on a GPU: PARAMS keep 0; docs/kernels.md).
+      a row whose thr < 0 lies below a positive largest key gets value-linear digits instead (the model's own
+      logits at short contexts; docs/kernels.md, "Value-linear digits").
       A tie: when the smallest sampled key at or above thr, q, has more samples than TIE copies in the row
       would give (ties, ReLU zeros; counted exactly against TIE_WHOLE on a row read whole), thr = q and the
       row is marked.
@@ -49,7 +49,7 @@ k-th value); its programs return at once on every other row:
 Every pass of the refine costs the row's length divided by C: no row is selected by one program. With RLIST = 1
 the refine's grid is (P, C), P = RGRID / C, instead of (M, C): KD lists the rows it sends to the refine and
 program (p, c) takes part c of listed rows p, p + P, ...; on a call where no row refines, P x C programs read one
-word each instead of M x C reading two (not yet measured on a GPU: PARAMS keep 0; docs/kernels.md).
+word each instead of M x C reading two.
 With PDL = 1 (a GPU only), every launch after KA uses programmatic dependent launch: its programs start while the
 one before finishes and wait (griddepcontrol.wait) before they read its output; KB's first logits loads go out
 before that wait. Exact as a set, deterministic as a set, no cap on tie buckets. How it came to be, with the
@@ -62,8 +62,8 @@ import triton.language as tl
 PARAMS = {"BLOCK": 1024, "TARGET_CTAS": 1024, "MAX_C": 64, "num_warps": 4, "SMALL": 4096, "SEL_WARPS": 16,
           "NS": 64, "G": 16, "ALPHA_X2": 3, "BETA": 12, "ATOMIC": 1, "MIN_C": 16,
           "SMALLR": 512, "SPAN_BITS": 9, "SMALLTA": 1024, "HREG": 0, "KD_WARPS": 4, "PF": 2, "SCAN_MAX_ROWS": 8, "KA_WARPS": 8, "PDL": 1,
-          "WARP": 1, "KD_EARLY": 1, "RBLOCK": 2048, "TIE": 512, "KTH": 2, "RLIST": 0,
-          "RGRID": 256, "VLIN": 0, "TIE_WHOLE": 512}
+          "WARP": 1, "KD_EARLY": 1, "RBLOCK": 2048, "TIE": 512, "KTH": 2, "RLIST": 1,
+          "RGRID": 256, "VLIN": 1, "TIE_WHOLE": 512}
 SPACE = {"BLOCK": [512, 1024, 2048, 4096, 8192], "TARGET_CTAS": [264, 512, 1024, 2048], "MAX_C": [16, 32, 64],
          "num_warps": [2, 4, 8], "SMALL": [4096, 8192], "SEL_WARPS": [4, 8, 16], "NS": [64, 128, 256],
          "G": [8, 16, 32], "ALPHA_X2": [2, 3, 4], "BETA": [4, 12, 24], "ATOMIC": [0, 1],
@@ -866,6 +866,10 @@ def _topk(logits, lengths, k, out, BLOCK, TARGET_CTAS, MAX_C, num_warps, SMALL, 
     # wait (griddepcontrol.wait) before reading its output; not in Triton's CPU interpreter
     pdl = bool(PDL) and logits.is_cuda and hasattr(tl.extra.cuda, "gdc_wait")
     lp = {"launch_pdl": True} if pdl else {}
+    # KB's scan is memory-bound: it needs every program an SM can hold in flight. VLIN's value digits took KB
+    # from 64 registers a thread to 70-72 (7 programs of 128 threads per SM, not 8) and the scan 20-25% longer
+    # on rows that never use them; capped at 64 it spills nothing (docs/kernels.md, "Value-linear digits")
+    kb_regs = {"maxnreg": 64} if VLIN and logits.is_cuda else {}
     # warp-ballot slots in PTX (a GPU only; the interpreter runs the Triton form)
     warp = bool(WARP) and logits.is_cuda
     assert not (warp and HREG)
@@ -878,7 +882,7 @@ def _topk(logits, lengths, k, out, BLOCK, TARGET_CTAS, MAX_C, num_warps, SMALL, 
                      CB=CB, SMALLTA=SMALLTA, SPAN_BITS=SPAN_BITS, PDL=pdl, FULL=SMALL, TIE=TIE, KTH=KTH, VLIN=VLIN, TIE_WHOLE=TIE_WHOLE,
                      num_warps=KA_WARPS)
     _kb_filter[(M, C)](logits, sx, lengths, thr, cnt, eqc, cand[0], cand[1], hist, rhist, N, k, C, RC, BLOCK=BLOCK,
-                       ATOMIC=ATOMIC, HB=256, HREG=HREG, PF=PF, PDL=pdl, WARP=warp, VLIN=VLIN, num_warps=num_warps, **lp)
+                       ATOMIC=ATOMIC, HB=256, HREG=HREG, PF=PF, PDL=pdl, WARP=warp, VLIN=VLIN, num_warps=num_warps, **lp, **kb_regs)
     _kd_place[(M, C)](logits, sx, lengths, thr, cnt, eqc, cand[0], cand[1], hist, rhist, rscr, info, rlist, rr, out,
                       out.stride(0), N, k, C, RC, RR=RR, CB=CB, RT=RT, SMALLR=SMALLR, PDL=pdl, EARLY=KD_EARLY,
                       TB=1024, VLIN=VLIN, num_warps=KD_WARPS, **lp)
