@@ -1,9 +1,9 @@
-"""Fold the value-digit top-k into the indexer's best.py: a candidate is one file, so it holds a copy.
+"""Fold dsa_topk's top-k into the indexers' best.py: a candidate is one file, so each holds a copy.
 
 python gpu_worker/candidates/fold_topk.py            # rewrite the folded region from its source
 python gpu_worker/candidates/fold_topk.py --check    # exit 1 if it has drifted (tests run this)
 
-Source: dsa_indexer_topk/topk_value_digits.py (a complete dsa_topk candidate). Its kernels (its first
+Source: dsa_topk/best.py (the dsa_topk best, one top-k for every target). Its kernels (its first
 @triton.jit up to `def forward(`) go between the FOLD markers of dsa_indexer_topk/best.py, and its PARAMS,
 prefixed TK_, become the one line of TK_ entries in that file's PARAMS. Everything else in best.py is its own.
 
@@ -17,7 +17,7 @@ import re
 import sys
 
 HERE = pathlib.Path(__file__).resolve().parent
-SOURCE = HERE / "dsa_indexer_topk" / "topk_value_digits.py"
+SOURCE = HERE / "dsa_topk" / "best.py"
 TARGET = HERE / "dsa_indexer_topk" / "best.py"
 # other candidates that hold the same folded copy: the script (not main()) checks and refolds them too
 ALSO = (HERE / "dsa_indexer_topk_fp8" / "best.py",)
@@ -56,7 +56,7 @@ def folded(current: str) -> str:
     if len(at) != 1:
         raise ValueError("the indexer's PARAMS needs exactly one line of TK_ entries")
     lines[at[0]] = tk
-    begin = (f"# FOLD BEGIN: written by gpu_worker/candidates/fold_topk.py from {SOURCE.name}, "
+    begin = (f"# FOLD BEGIN: written by gpu_worker/candidates/fold_topk.py from {SOURCE.parent.name}/{SOURCE.name}, "
              f"digest {_digest(region)}\n")
     return "".join(lines) + begin + region + END + tail
 
@@ -70,7 +70,7 @@ def main(argv: list[str]) -> int:
     current = TARGET.read_text()
     if hand_edited(current) and "--force" not in argv:
         print(f"{TARGET.parent.name}/{TARGET.name}: the folded region was edited by hand. Move the edit into "
-              f"{SOURCE.name} and run fold_topk.py --force (which overwrites the region).")
+              f"{SOURCE.parent.name}/{SOURCE.name} and run fold_topk.py --force (which overwrites the region).")
         return 1
     stale = folded(current) != current
     if "--check" in argv:

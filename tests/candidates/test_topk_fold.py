@@ -61,9 +61,9 @@ def test_the_indexer_best_holds_the_kernels_of_its_source():
 
 def test_the_fold_check_sees_a_source_that_moved_on(tmp_path, monkeypatch):
     fold_topk = _fold()
-    source = tmp_path / "topk_value_digits.py"
+    source = tmp_path / "best.py"
     source.write_text(fold_topk.SOURCE.read_text().replace("KD_WARPS", "KD_WARPZ"))
-    target = tmp_path / "best.py"
+    target = tmp_path / "indexer_best.py"
     target.write_text(fold_topk.TARGET.read_text())
     monkeypatch.setattr(fold_topk, "SOURCE", source)
     monkeypatch.setattr(fold_topk, "TARGET", target)

@@ -1,6 +1,5 @@
-"""CPU checks (Triton interpreter, tiny shapes) of every path of the live top-k kernels: dsa_topk/best.py
-(key-linear digits) and dsa_indexer_topk/topk_value_digits.py (value-linear digits, folded into the indexer's
-best.py). Small samples (NS x G = 256, SMALL = 512) make these tiny rows take the sampled path; forced-fallback
+"""CPU checks (Triton interpreter, tiny shapes) of every path of the live top-k kernel, dsa_topk/best.py (folded
+into both indexers' best.py): key-linear digits, and value-linear ones where VLIN is on. Small samples (NS x G = 256, SMALL = 512) make these tiny rows take the sampled path; forced-fallback
 parameters (r = 1: the threshold is the largest sample; r far too large: the candidate regions overflow) run
 the refine, over a grid of every row (or, with RLIST, the programs looping over the rows KD listed). Adds to
 test_candidates_cpu.py's cases ReLU zeros (k-th value 0.0, a tie bucket of ~N zeros), short rows read whole,
@@ -11,14 +10,14 @@ import torch
 from test_candidates_cpu import _contract, _load, _topk_cases, check_topk
 
 V8 = {"BLOCK": 256, "TARGET_CTAS": 8, "SMALL": 512, "NS": 32, "G": 8, "RBLOCK": 256}
-KEY, VALUE = "dsa_topk/best.py", "dsa_indexer_topk/topk_value_digits.py"
-PATHS = [(KEY, V8, "key"), (KEY, dict(V8, ATOMIC=0, SPAN_BITS=8, KTH=0, VLIN=1), "key-scan-span8-max-vlin"),
+KEY = "dsa_topk/best.py"
+PATHS = [(KEY, dict(V8, VLIN=0), "key"), (KEY, dict(V8, ATOMIC=0, SPAN_BITS=8, KTH=0), "key-scan-span8-max"),
          (KEY, dict(V8, ALPHA_X2=0, BETA=1, RLIST=1, RGRID=16), "key-fallback-low-rlist"),
          (KEY, dict(V8, ALPHA_X2=40, BETA=200, ATOMIC=1), "key-fallback-overflow"),
-         (VALUE, V8, "value"), (VALUE, dict(V8, SCAN_MAX_ROWS=0, PF=0, KD_EARLY=0), "value-atomic-noprefetch"),
-         (VALUE, dict(V8, ALPHA_X2=0, BETA=1, SCAN_MAX_ROWS=0, PF=1), "value-fallback-low-pf1"),
-         (VALUE, dict(V8, SMALLR=4, SMALLTA=8, SPAN_BITS=8), "value-small-tiles-span8"),
-         (VALUE, dict(V8, BLOCK=1024, HREG=1), "value-one-block-hreg")]
+         (KEY, dict(V8, SCAN_MAX_ROWS=0, PF=0, KD_EARLY=0), "key-atomic-noprefetch"),
+         (KEY, dict(V8, ALPHA_X2=0, BETA=1, SCAN_MAX_ROWS=0, PF=1, RLIST=0), "key-fallback-low-pf1-grid"),
+         (KEY, dict(V8, SMALLR=4, SMALLTA=8, SPAN_BITS=8), "key-small-tiles-span8"),
+         (KEY, dict(V8, BLOCK=1024, HREG=1, VLIN=0), "key-one-block-hreg")]
 
 
 def _relu_cases():
@@ -87,13 +86,12 @@ def _run_key(params, x, lengths, k):
     return m, out, rows4[0], rows4[-1]
 
 
-@pytest.mark.parametrize("rel", [KEY, VALUE], ids=["key", "value"])
-def test_a_tie_bucket_at_the_kth_key_ends_the_refine_early(rel):
+def test_a_tie_bucket_at_the_kth_key_ends_the_refine_early():
     """Every row forced into the refine (regions overflow). A row whose k-th key is its largest, with more copies
     than k (the ties family), is fixed by level 0 (levels 1-3 count nothing); ReLU zeros under fewer than k
     positives by level 1 (levels 2-3 count nothing); one octave of distinct values needs all four levels. The
     answers stay exact, and the level histograms show which levels ran."""
-    m = _load(rel, dict(V8, ALPHA_X2=40, BETA=200, ATOMIC=1, TIE=0))     # KA's tie mark off: the refine runs
+    m = _load(KEY, dict(V8, ALPHA_X2=40, BETA=200, ATOMIC=1, TIE=0))     # KA's tie mark off: the refine runs
     spy = _AllocationSpy()
     m.torch = spy
     g = torch.Generator().manual_seed(11)
@@ -112,15 +110,14 @@ def test_a_tie_bucket_at_the_kth_key_ends_the_refine_early(rel):
     assert (levels[2] > 0).all()
 
 
-@pytest.mark.parametrize("rel", [KEY, VALUE], ids=["key", "value"])
-def test_a_tie_at_the_threshold_is_taken_without_the_refine(rel):
+def test_a_tie_at_the_threshold_is_taken_without_the_refine():
     """KA marks a row whose sample puts a crowded key at the threshold (mode 3): KB counts that key's copies and
     KD takes what the row needs of them, a share from each program's part, so the row never reaches the refine.
     Rows: 5 distinct values (the k-th key the largest, with ~600 copies), ReLU zeros under fewer than k
     positives, a short row read whole of 3 values; and a crowded key below the k-th (marked, but more than k keys above it: the common modes).
     The answers are exact, and the tie's copies come from every program's part (_tie_quota), the same set on
     every call."""
-    m = _load(rel, dict(V8, TIE=64, TIE_WHOLE=64) if rel == KEY else dict(V8, TIE=64))
+    m = _load(KEY, dict(V8, TIE=64, TIE_WHOLE=64))
     spy = _AllocationSpy()
     m.torch = spy
     g = torch.Generator().manual_seed(13)

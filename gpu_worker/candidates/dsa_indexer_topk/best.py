@@ -1,15 +1,15 @@
 """dsa_indexer_topk best. PARTLY GENERATED: the code between the FOLD markers is written by
-gpu_worker/candidates/fold_topk.py from dsa_indexer_topk/topk_value_digits.py (edit that file, then run
+gpu_worker/candidates/fold_topk.py from dsa_topk/best.py (edit that file, then run
 `python gpu_worker/candidates/fold_topk.py`); the rest of this file is its own source.
 A fused logits kernel (f32 logits [M, N] written once, each program only up to the longest row it holds), then
-the value-digit top-k with its parameters prefixed TK_. Its steps and figures: docs/kernels.md.
+dsa_topk's top-k with its parameters prefixed TK_. Its steps and figures: docs/kernels.md.
 """
 import torch
 import triton
 import triton.language as tl
 
 PARAMS = {"ROWS": 4, "BLOCK_N": 64, "N_PER_PROG": 4096, "TRANS": 1, "num_warps": 8, "num_stages": 3,
-          "TK_BLOCK": 1024, "TK_TARGET_CTAS": 1024, "TK_MAX_C": 64, "TK_num_warps": 4, "TK_SMALL": 4096, "TK_SEL_WARPS": 16, "TK_NS": 64, "TK_G": 16, "TK_ALPHA_X2": 3, "TK_BETA": 12, "TK_ATOMIC": 1, "TK_MIN_C": 16, "TK_SMALLR": 512, "TK_SPAN_BITS": 9, "TK_SMALLTA": 1024, "TK_HREG": 0, "TK_KD_WARPS": 4, "TK_PF": 2, "TK_SCAN_MAX_ROWS": 8, "TK_KA_WARPS": 8, "TK_PDL": 1, "TK_WARP": 1, "TK_KD_EARLY": 1, "TK_RBLOCK": 2048, "TK_TIE": 512}
+          "TK_BLOCK": 1024, "TK_TARGET_CTAS": 1024, "TK_MAX_C": 64, "TK_num_warps": 4, "TK_SMALL": 4096, "TK_SEL_WARPS": 16, "TK_NS": 64, "TK_G": 16, "TK_ALPHA_X2": 3, "TK_BETA": 12, "TK_ATOMIC": 1, "TK_MIN_C": 16, "TK_SMALLR": 512, "TK_SPAN_BITS": 9, "TK_SMALLTA": 1024, "TK_HREG": 0, "TK_KD_WARPS": 4, "TK_PF": 2, "TK_SCAN_MAX_ROWS": 8, "TK_KA_WARPS": 8, "TK_PDL": 1, "TK_WARP": 1, "TK_KD_EARLY": 1, "TK_RBLOCK": 2048, "TK_TIE": 512, "TK_KTH": 2, "TK_RLIST": 1, "TK_RGRID": 256, "TK_VLIN": 1, "TK_TIE_WHOLE": 512}
 SPACE = {"ROWS": [1, 2, 4], "BLOCK_N": [64, 128, 256], "N_PER_PROG": [1024, 2048, 4096, 8192], "TRANS": [0, 1],
          "num_warps": [4, 8], "num_stages": [2, 3, 4], "TK_NS": [128, 256], "TK_SEL_WARPS": [8, 16],
          "TK_SPAN_BITS": [8, 9, 10], "TK_PDL": [0, 1]}
@@ -66,7 +66,7 @@ def _logits_kernel(q_ptr, k_ptr, w_ptr, len_ptr, out_ptr, stride_om, M, s0, cw,
         tl.store(optr, lg, mask=mm[:, None] & nm[None, :])
 
 
-# FOLD BEGIN: written by gpu_worker/candidates/fold_topk.py from topk_value_digits.py, digest 972bc049b0bdcece
+# FOLD BEGIN: written by gpu_worker/candidates/fold_topk.py from dsa_topk/best.py, digest 5f4e972faa6a488b
 
 
 @triton.jit
@@ -79,20 +79,20 @@ def _key(x):
 
 @triton.jit
 def _val(key):
-    """The float of an order-preserving key (the inverse of _key)."""
-    b = key.to(tl.int32, bitcast=True)
-    return tl.where(b < 0, b & 0x7FFFFFFF, ~b).to(tl.float32, bitcast=True)
+    """The f32 value of a key (_key's inverse; -0.0 comes back as 0.0)."""
+    k = key.to(tl.int32, bitcast=True)
+    return tl.where(k < 0, k ^ -2147483648, ~k).to(tl.float32, bitcast=True)
 
 
 @triton.jit
-def _digit(key, thr, sc):
-    """The digit of a candidate (key > thr): min((value - value(thr)) sc, 255), monotone in the key, so
-    that a digit holds a range of values of equal width wherever the k-th value lies (keys are
-    logarithmic in the value: near zero a key-linear digit held thousands of values). A NaN (an infinite
-    difference times sc = 0) is the top digit."""
-    d = (_val(key) - _val(thr)) * sc
-    d = tl.where(d == d, d, 255.0)
-    return tl.minimum(d, 255.0).to(tl.int32)
+def _dig(key, thr, sh, sc, VLIN: tl.constexpr):
+    """The digit of keys above thr, clamped to 255: key-linear, (key - thr) >> sh; or, on a row where KA chose
+    value-linear digits (VLIN and sc > 0), floor((value - value(thr)) x sc). Both are monotone in the key."""
+    d = tl.minimum((key - thr) >> sh, 255).to(tl.int32)
+    if VLIN:
+        if sc > 0:
+            d = tl.minimum(tl.maximum((_val(key) - _val(thr)) * sc, 0.0), 255.0).to(tl.int32)
+    return d
 
 
 @triton.jit
@@ -152,10 +152,10 @@ NO_SPEC = ["N", "C"]
 
 
 @triton.jit(do_not_specialize=NO_SPEC)
-def _ka_sample(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, rh_ptr, scr_ptr, N, K, SMALL, C, NS: tl.constexpr,
+def _ka_sample(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, rh_ptr, scr_ptr, rl_ptr, N, K, SMALL, C, NS: tl.constexpr,
                G: tl.constexpr, ALPHA_X2: tl.constexpr, BETA: tl.constexpr, CB: tl.constexpr,
                SMALLTA: tl.constexpr, SPAN_BITS: tl.constexpr, PDL: tl.constexpr, FULL: tl.constexpr,
-               TIE: tl.constexpr):
+               TIE: tl.constexpr, KTH: tl.constexpr, VLIN: tl.constexpr, TIE_WHOLE: tl.constexpr):
     row = tl.program_id(0)
     if PDL:
         tl.extra.cuda.gdc_launch_dependents()     # KB may start now: it waits for this grid before reading its output
@@ -163,11 +163,14 @@ def _ka_sample(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, rh_ptr, scr_ptr, N, K
     cs_ = tl.arange(0, CB)
     tl.store(cnt_ptr + row * C + cs_, tl.zeros([CB], dtype=tl.int32), mask=cs_ < C)
     tl.store(rh_ptr + row * 256 + tl.arange(0, 256), tl.zeros([256], dtype=tl.int32))
+    if row == 0:
+        tl.store(rl_ptr, 0)        # the refine's row list, empty (KD appends to it)
     S: tl.constexpr = NS * G
     s_ = tl.arange(0, S)
     thr = tl.zeros([], dtype=tl.uint32)
     span = tl.zeros([], dtype=tl.uint32)
     tie = tl.zeros([], dtype=tl.int32)
+    nbk = tl.zeros([], dtype=tl.int32)
     if L > SMALL:
         gap = tl.multiple_of(L // NS // G * G, G)       # groups start at multiples of G: wide loads
         key = _key(tl.load(x_ptr + row.to(tl.int64) * stride_x + (s_ // G) * gap + s_ % G))
@@ -183,6 +186,18 @@ def _ka_sample(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, rh_ptr, scr_ptr, N, K
             tie = (tl.sum((key == q).to(tl.int32), 0) > (TIE * S) // L).to(tl.int32)
             thr = tl.where(tie != 0, q, thr)
         span = tl.max(key, 0) - thr
+        if KTH > 0:
+            # the digit scale from the k-th: nbk, the bit length of the distance above thr of the sampled key
+            # ranked where the row's k-th key is expected (k S / L samples at or above it; one 64-bin histogram
+            # of bit lengths), so that the k-th key's digit lands in 2^(SPAN_BITS-KTH-1)..2^(SPAN_BITS-KTH)
+            # whether the values thin out above thr (normal, the model's logits) or not (a uniform row,
+            # near_bf16, where the largest sample put the k-th key in the clamped top digit: docs/kernels.md,
+            # "The digit scale from the k-th"). Not on a marked row, nor where thr is negative: keys are linear
+            # in the value only on one side of zero, and across it both scales crowd the k-th digit
+            above = key > thr
+            nbd = ((key - thr).to(tl.float32).to(tl.int32, bitcast=True) >> 23) - 126
+            nbk, _ = _pick(tl.histogram(tl.where(above, nbd, 0), 64, mask=above), tl.maximum((k_eff * S) // L, 1), 64)
+            nbk = tl.where((tie == 0) & ((thr >> 31) == 1), nbk, 0)
     elif L > K:
         # a short row (at most FULL = SMALL values), read whole: thr just below a key t with at least k values
         # at or above it (two histogram levels over the row, so few more than k), every one a candidate
@@ -192,26 +207,35 @@ def _ka_sample(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, rh_ptr, scr_ptr, N, K
         lo_key = tl.min(tl.where(m, key, tl.full([], 0xFFFFFFFF, tl.uint32)), 0)
         t = _approx_top(key - lo_key, m, k_eff, scr_ptr + row * SMALLTA, SMALLTA, SMALLTA < FULL) + lo_key
         thr = tl.maximum(t, 1) - 1
-        if TIE > 0:
-            # the same for a row read whole, by exact counts
+        if TIE_WHOLE > 0:
+            # the same for a row read whole, by exact counts, with its own mark: such a row's unmarked bucket at
+            # the k-th key is ranked pairwise by KC (docs/kernels.md, "Rows read whole")
             q = tl.min(tl.where(m & (key >= t), key, tl.full([], 0xFFFFFFFF, tl.uint32)), 0)
-            tie = (tl.sum((m & (key == q)).to(tl.int32), 0) > TIE).to(tl.int32)
+            tie = (tl.sum((m & (key == q)).to(tl.int32), 0) > TIE_WHOLE).to(tl.int32)
             thr = tl.where(tie != 0, q, thr)
         span = tl.max(tl.where(m, key, 0), 0) - thr
-    # the digit scale: the values from thr to the largest sample span 3/4 of 2^SPAN_BITS digits; digits
-    # clamp to 255, so the top of that span shares the last digit (far above the k-th value). No span (or
-    # no finite one): sc = 0, every finite candidate in digit 0
-    tv = _val(thr)
-    top = _val(thr + span)
-    width = top - tv
-    sc = tl.where((span > 0) & (width > 0) & (width < float("inf")), (3 << (SPAN_BITS - 2)) / width, 0.0)
+    # the digit shift: (largest sample - thr) >> sh lands in [2^(SPAN_BITS-1), 2^SPAN_BITS), or with KTH the
+    # k-th's distance as above; KB and KC clamp digits to 255, so what lies above shares the last digit
+    nb = (span.to(tl.float32).to(tl.int32, bitcast=True) >> 23) - 126
+    nb = tl.where(nbk > 0, nbk + KTH, nb)
+    sh = tl.where((span > 0) | (nbk > 0), tl.minimum(tl.maximum(nb - SPAN_BITS, 0), 31), 24)
     tl.store(thr_ptr + row * 4, thr.to(tl.int32, bitcast=True))
-    tl.store(thr_ptr + row * 4 + 1, sc.to(tl.int32, bitcast=True))
+    tl.store(thr_ptr + row * 4 + 1, sh)
     tl.store(thr_ptr + row * 4 + 2, tie)
+    if VLIN:
+        # value-linear digits where thr < 0 lies below a positive largest key: across zero, keys are not linear
+        # in the value (the keys of -0.1 and 0.1 are ~2^31 apart, those of 0.1 and 1.9 ~2^25), and both
+        # key-linear scales crowd the k-th digit (docs/kernels.md, "The digit scale from the k-th"); the
+        # values from thr to the largest span 3/4 of 2^SPAN_BITS digits, as the retired value-digit top-k's did
+        top = thr + span
+        width = _val(top) - _val(thr)
+        use = (tie == 0) & ((thr >> 31) == 0) & ((top >> 31) == 1) & (width > 0) & (width < float("inf"))
+        sc = tl.where(use, (3 << (SPAN_BITS - 2)) / tl.where(use, width, 1.0), 0.0)
+        tl.store(thr_ptr + row * 4 + 3, sc.to(tl.int32, bitcast=True))
 
 
 @triton.jit
-def _kb_block(key, offs, m, thr, sc, n_gt, hist, cnt_at, ck_reg, ci_reg, RC, BLOCK: tl.constexpr,
+def _kb_block(key, offs, m, thr, sh, n_gt, hist, cnt_at, ck_reg, ci_reg, RC, BLOCK: tl.constexpr,
               ATOMIC: tl.constexpr, HREG: tl.constexpr):
     """One block of KB's scan: candidates (key > thr) to the program's region."""
     is_gt = m & (key > thr)
@@ -225,7 +249,7 @@ def _kb_block(key, offs, m, thr, sc, n_gt, hist, cnt_at, ck_reg, ci_reg, RC, BLO
     tl.store(ck_reg + p, key.to(tl.int32, bitcast=True), mask=w)
     tl.store(ci_reg + p, offs, mask=w)
     if HREG:
-        hist += tl.histogram(_digit(key, thr, sc), 256, mask=is_gt)
+        hist += tl.histogram(tl.minimum((key - thr) >> sh, 255).to(tl.int32), 256, mask=is_gt)
     return n_gt, hist
 
 
@@ -333,7 +357,7 @@ def _kb_block_warp(key, offs, thr, cnt_at, ck_reg, ci_reg, RC, BLOCK: tl.constex
 
 
 @triton.jit
-def _kb_take(key, offs, m, thr, sc, n_gt, hist, cnt_at, ck_reg, ci_reg, RC, BLOCK: tl.constexpr,
+def _kb_take(key, offs, m, thr, sh, n_gt, hist, cnt_at, ck_reg, ci_reg, RC, BLOCK: tl.constexpr,
              ATOMIC: tl.constexpr, HREG: tl.constexpr, WARP: tl.constexpr, WHOLE: tl.constexpr):
     """One block of KB's scan, the warp-ballot slots (WARP) or Triton's; WHOLE: every value is in the row
     (m is all true, and the warp path needs no masked keys)."""
@@ -343,7 +367,7 @@ def _kb_take(key, offs, m, thr, sc, n_gt, hist, cnt_at, ck_reg, ci_reg, RC, BLOC
         else:
             _kb_block_warp(tl.where(m, key, 0), offs, thr, cnt_at, ck_reg, ci_reg, RC, BLOCK)
     else:
-        n_gt, hist = _kb_block(key, offs, m, thr, sc, n_gt, hist, cnt_at, ck_reg, ci_reg, RC, BLOCK, ATOMIC, HREG)
+        n_gt, hist = _kb_block(key, offs, m, thr, sh, n_gt, hist, cnt_at, ck_reg, ci_reg, RC, BLOCK, ATOMIC, HREG)
     return n_gt, hist
 
 
@@ -358,7 +382,7 @@ def _kb_eq(eqv, key, m, thr, tie):
 @triton.jit(do_not_specialize=NO_SPEC)
 def _kb_filter(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, eq_ptr, ck_ptr, ci_ptr, hist_ptr, rh_ptr, N, K, C,
                RC, BLOCK: tl.constexpr, ATOMIC: tl.constexpr, HB: tl.constexpr, HREG: tl.constexpr, PF: tl.constexpr,
-               PDL: tl.constexpr, WARP: tl.constexpr):
+               PDL: tl.constexpr, WARP: tl.constexpr, VLIN: tl.constexpr):
     row = tl.program_id(0)
     c = tl.program_id(1)
     x_row = x_ptr + row.to(tl.int64) * stride_x
@@ -385,8 +409,9 @@ def _kb_filter(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, eq_ptr, ck_ptr, ci_pt
         tl.extra.cuda.gdc_wait()       # KA's threshold, zeroed counters and row histogram are visible after this
         tl.extra.cuda.gdc_launch_dependents()
     thr = tl.load(thr_ptr + row * 4).to(tl.uint32, bitcast=True)
-    sc = tl.load(thr_ptr + row * 4 + 1).to(tl.float32, bitcast=True)     # the digit scale
+    sh = tl.load(thr_ptr + row * 4 + 1).to(tl.uint32)
     tie = tl.load(thr_ptr + row * 4 + 2)
+    sc = tl.load(thr_ptr + row * 4 + 3).to(tl.float32, bitcast=True) if VLIN else 0.0
     eqv = tl.zeros([BLOCK], dtype=tl.int32)       # a tie row's copies of thr (KA's mode-3 hint), per lane
     if PF == 2:
         # two blocks in flight while one is filtered: more bytes in flight per program
@@ -396,7 +421,7 @@ def _kb_filter(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, eq_ptr, ck_ptr, ci_pt
             offs = start + ar
             nxt2 = tl.load(x_row + offs + 2 * BLOCK, mask=offs + 2 * BLOCK < mid, other=0.0)
             key = _key(cur)
-            n_gt, hist = _kb_take(key, offs, offs < hi, thr, sc, n_gt, hist, cnt_at, ck_reg, ci_reg, RC,
+            n_gt, hist = _kb_take(key, offs, offs < hi, thr, sh, n_gt, hist, cnt_at, ck_reg, ci_reg, RC,
                                   BLOCK, ATOMIC, HREG, WARP, True)
             eqv = _kb_eq(eqv, key, offs < hi, thr, tie)
     elif PF:
@@ -407,21 +432,21 @@ def _kb_filter(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, eq_ptr, ck_ptr, ci_pt
             offs = start + ar
             nxt = tl.load(x_row + offs + BLOCK, mask=offs + BLOCK < mid, other=0.0)
             key = _key(cur)
-            n_gt, hist = _kb_take(key, offs, offs < hi, thr, sc, n_gt, hist, cnt_at, ck_reg, ci_reg, RC,
+            n_gt, hist = _kb_take(key, offs, offs < hi, thr, sh, n_gt, hist, cnt_at, ck_reg, ci_reg, RC,
                                   BLOCK, ATOMIC, HREG, WARP, True)
             eqv = _kb_eq(eqv, key, offs < hi, thr, tie)
     else:
         for start in range(lo, mid, BLOCK):
             offs = start + ar
             key = _key(tl.load(x_row + offs))
-            n_gt, hist = _kb_take(key, offs, offs < hi, thr, sc, n_gt, hist, cnt_at, ck_reg,
+            n_gt, hist = _kb_take(key, offs, offs < hi, thr, sh, n_gt, hist, cnt_at, ck_reg,
                                   ci_reg, RC, BLOCK, ATOMIC, HREG, WARP, True)
             eqv = _kb_eq(eqv, key, offs < hi, thr, tie)
     if mid < hi:
         offs = mid + ar
         m = offs < hi
         key = _key(tl.load(x_row + offs, mask=m, other=0.0))
-        n_gt, hist = _kb_take(key, offs, m, thr, sc, n_gt, hist, cnt_at,
+        n_gt, hist = _kb_take(key, offs, m, thr, sh, n_gt, hist, cnt_at,
                               ck_reg, ci_reg, RC, BLOCK, ATOMIC, HREG, WARP, False)
         eqv = _kb_eq(eqv, key, m, thr, tie)
     tl.store(eq_ptr + row * C + c, tl.sum(eqv, 0))
@@ -437,7 +462,7 @@ def _kb_filter(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, eq_ptr, ck_ptr, ci_pt
             o = s + tl.arange(0, HB)
             m = o < tl.minimum(n_gt, RC)
             key = tl.load(ck_ptr + reg + o, mask=m, other=0).to(tl.uint32, bitcast=True)
-            hist += tl.histogram(_digit(key, thr, sc), 256, mask=m)
+            hist += tl.histogram(_dig(key, thr, sh, sc, VLIN), 256, mask=m)
     # the row's digit histogram (integer atomics: exact, order-free) and this program's suffix counts
     # #(digit >= b), from which KD reads its offsets in two columns
     hb = tl.arange(0, 256)
@@ -487,8 +512,9 @@ def _tie_quota(eqs, need):
 
 @triton.jit(do_not_specialize=NO_SPEC + ["stride_x"])    # its one read of the logits (mode 3) is not the hot loop
 def _kd_place(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, eq_ptr, ck_ptr, ci_ptr, hist_ptr, rh_ptr, rscr_ptr, info_ptr,
-              rr_ptr, out_ptr, stride_o, N, K, C, RC, RR: tl.constexpr, CB: tl.constexpr, RT: tl.constexpr,
-              SMALLR: tl.constexpr, PDL: tl.constexpr, EARLY: tl.constexpr, TB: tl.constexpr):
+              rl_ptr, rr_ptr, out_ptr, stride_o, N, K, C, RC, RR: tl.constexpr, CB: tl.constexpr, RT: tl.constexpr,
+              SMALLR: tl.constexpr, PDL: tl.constexpr, EARLY: tl.constexpr, TB: tl.constexpr,
+              VLIN: tl.constexpr):
     """grid (M, C): KC's two common cases spread over the row's C programs, each placing its own region.
     Every program of a row reads the same counts and tables and so reaches the same decision:
       mode 1, n_gt == k_eff: every candidate, at the offset of the regions before it.
@@ -515,7 +541,8 @@ def _kd_place(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, eq_ptr, ck_ptr, ci_ptr
         key_e = tl.load(ck_ptr + reg + o).to(tl.uint32, bitcast=True)
     L, k_eff = _row_len(len_ptr, row, N, K)
     thr = tl.load(thr_ptr + row * 4).to(tl.uint32, bitcast=True)
-    sc = tl.load(thr_ptr + row * 4 + 1).to(tl.float32, bitcast=True)     # the digit scale
+    sh = tl.load(thr_ptr + row * 4 + 1).to(tl.uint32)
+    sc = tl.load(thr_ptr + row * 4 + 3).to(tl.float32, bitcast=True) if VLIN else 0.0
     cs_ = tl.arange(0, CB)
     cmask = cs_ < C
     gts = tl.load(cnt_ptr + row * C + cs_, mask=cmask, other=0)
@@ -531,6 +558,7 @@ def _kd_place(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, eq_ptr, ck_ptr, ci_ptr
             rb = tl.arange(0, 1024)
             tl.store(rr_ptr + row * RR + rb, tl.zeros([1024], dtype=tl.int32))      # the four level histograms
             tl.store(rr_ptr + row * RR + 1024, 0)                                   # keys above the k-th placed
+            tl.store(rl_ptr + 1 + tl.atomic_add(rl_ptr, 1, sem="relaxed"), row)     # the refine's row list
         tl.store(info_ptr + row * 4, mode)
         tl.store(info_ptr + row * 4 + 1, k_rem)
         tl.store(info_ptr + row * 4 + 2, cnt)
@@ -572,7 +600,7 @@ def _kd_place(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, eq_ptr, ck_ptr, ci_ptr
                 key = key_e
             else:
                 key = tl.load(ck_ptr + reg + o, mask=live, other=0).to(tl.uint32, bitcast=True)
-            dg = _digit(key, thr, sc)
+            dg = _dig(key, thr, sh, sc, VLIN)
             gt = live & (dg > dsel)
             inb = live & (dg == dsel)
             # suffix counts of the programs before this one at dsel + 1 (above dsel) and dsel
@@ -677,17 +705,12 @@ def _r_top(rr_row, k_eff, C, UPTO: tl.constexpr, CB: tl.constexpr):
     return found, t, need, per_t
 
 
-@triton.jit(do_not_specialize=NO_SPEC)
-def _r_hist(x_ptr, stride_x, len_ptr, info_ptr, rr_ptr, hist_ptr, N, K, C, RR: tl.constexpr, LEVEL: tl.constexpr,
-            CB: tl.constexpr, BLOCK: tl.constexpr, PDL: tl.constexpr):
-    """grid (M, C): digit LEVEL (bits 31-8 LEVEL .. 24-8 LEVEL) of the keys that match the prefix so far, and
-    (levels 0-2) this program's largest such key and its count; a level after one that fixed the k-th key
-    (_r_top) returns at once."""
-    if PDL:
-        tl.extra.cuda.gdc_wait()
-        tl.extra.cuda.gdc_launch_dependents()
-    row = tl.program_id(0)
-    c = tl.program_id(1)
+@triton.jit
+def _r_hist_row(x_ptr, stride_x, len_ptr, info_ptr, rr_ptr, hist_ptr, row, c, N, K, C, RR: tl.constexpr,
+                LEVEL: tl.constexpr, CB: tl.constexpr, BLOCK: tl.constexpr):
+    """Program c's part of row's digit LEVEL (bits 31-8 LEVEL .. 24-8 LEVEL) of the keys that match the prefix so
+    far, and (levels 0-2) its largest such key and its count; a level after one that fixed the k-th key (_r_top)
+    returns at once."""
     rr_row = rr_ptr + row * RR
     L, k_eff = _row_len(len_ptr, row, N, K)
     go = tl.load(info_ptr + row * 4) == 0      # every other row's programs return after these two loads
@@ -726,15 +749,29 @@ def _r_hist(x_ptr, stride_x, len_ptr, info_ptr, rr_ptr, hist_ptr, N, K, C, RR: t
             tl.store(hist_ptr + (row * C + c) * 256 + hb, hist)     # this program's keys per last digit
 
 
-@triton.jit(do_not_specialize=NO_SPEC)
-def _r_place(x_ptr, stride_x, len_ptr, info_ptr, rr_ptr, hist_ptr, out_ptr, stride_o, N, K, C, RR: tl.constexpr,
-             CB: tl.constexpr, BLOCK: tl.constexpr, PDL: tl.constexpr):
-    """grid (M, C): keys above the k-th key T to the output's first n_gt slots (a slot block per block from
-    the row's counter: the set is fixed, only its order varies); keys equal to T in index order after n_gt."""
+@triton.jit(do_not_specialize=NO_SPEC + ["P"])
+def _r_hist(x_ptr, stride_x, len_ptr, info_ptr, rl_ptr, rr_ptr, hist_ptr, N, K, C, P, RR: tl.constexpr,
+            LEVEL: tl.constexpr, CB: tl.constexpr, BLOCK: tl.constexpr, PDL: tl.constexpr, RLIST: tl.constexpr):
+    """grid (M, C): program (row, c) takes part c of its row, which returns at once unless KD chose the refine;
+    with RLIST grid (P, C): program (p, c) takes part c of the listed rows p, p + P, ... (none: no work)."""
     if PDL:
         tl.extra.cuda.gdc_wait()
-    row = tl.program_id(0)
-    c = tl.program_id(1)
+        tl.extra.cuda.gdc_launch_dependents()
+    if RLIST:
+        for i in range(tl.program_id(0), tl.load(rl_ptr), P):
+            _r_hist_row(x_ptr, stride_x, len_ptr, info_ptr, rr_ptr, hist_ptr, tl.load(rl_ptr + 1 + i),
+                        tl.program_id(1), N, K, C, RR, LEVEL, CB, BLOCK)
+    else:
+        _r_hist_row(x_ptr, stride_x, len_ptr, info_ptr, rr_ptr, hist_ptr, tl.program_id(0), tl.program_id(1),
+                    N, K, C, RR, LEVEL, CB, BLOCK)
+
+
+@triton.jit
+def _r_place_row(x_ptr, stride_x, len_ptr, info_ptr, rr_ptr, hist_ptr, out_ptr, stride_o, row, c, N, K, C,
+                 RR: tl.constexpr, CB: tl.constexpr, BLOCK: tl.constexpr):
+    """Program c's part of row: keys above the k-th key T to the output's first n_gt slots (a slot block per
+    block from the row's counter: the set is fixed, only its order varies); keys equal to T in index order
+    after n_gt."""
     if tl.load(info_ptr + row * 4) == 0:
         L, k_eff = _row_len(len_ptr, row, N, K)
         rr_row = rr_ptr + row * RR
@@ -770,9 +807,25 @@ def _r_place(x_ptr, stride_x, len_ptr, info_ptr, rr_ptr, hist_ptr, out_ptr, stri
             taken += tl.sum(eq.to(tl.int32), 0)
 
 
+@triton.jit(do_not_specialize=NO_SPEC + ["P"])
+def _r_place(x_ptr, stride_x, len_ptr, info_ptr, rl_ptr, rr_ptr, hist_ptr, out_ptr, stride_o, N, K, C, P,
+             RR: tl.constexpr, CB: tl.constexpr, BLOCK: tl.constexpr, PDL: tl.constexpr, RLIST: tl.constexpr):
+    """The refine's placement, over the same grid as _r_hist."""
+    if PDL:
+        tl.extra.cuda.gdc_wait()
+    if RLIST:
+        for i in range(tl.program_id(0), tl.load(rl_ptr), P):
+            _r_place_row(x_ptr, stride_x, len_ptr, info_ptr, rr_ptr, hist_ptr, out_ptr, stride_o,
+                         tl.load(rl_ptr + 1 + i), tl.program_id(1), N, K, C, RR, CB, BLOCK)
+    else:
+        _r_place_row(x_ptr, stride_x, len_ptr, info_ptr, rr_ptr, hist_ptr, out_ptr, stride_o, tl.program_id(0),
+                     tl.program_id(1), N, K, C, RR, CB, BLOCK)
+
+
 def _topk(logits, lengths, k, out, BLOCK, TARGET_CTAS, MAX_C, num_warps, SMALL, SEL_WARPS, NS, G,
               ALPHA_X2, BETA, ATOMIC=0, MIN_C=16, SMALLR=512, SPAN_BITS=9, SMALLTA=1024, HREG=0,
-              KD_WARPS=4, PF=1, SCAN_MAX_ROWS=8, KA_WARPS=8, PDL=1, WARP=1, KD_EARLY=1, RBLOCK=1024, TIE=512):
+              KD_WARPS=4, PF=1, SCAN_MAX_ROWS=8, KA_WARPS=8, PDL=1, WARP=1, KD_EARLY=1, RBLOCK=1024, TIE=512, KTH=0, RLIST=0,
+          RGRID=256, VLIN=0, TIE_WHOLE=512):
     M, N = logits.shape
     dev = logits.device
     assert BLOCK <= 32768 and N < 2 ** 31 and NS * G <= SMALL and MAX_C in (1, 2, 4, 8, 16, 32, 64)
@@ -786,7 +839,7 @@ def _topk(logits, lengths, k, out, BLOCK, TARGET_CTAS, MAX_C, num_warps, SMALL, 
     C = min(want, MAX_C, 1 << (nblk.bit_length() - 1))       # a power of two <= MAX_C (64) and <= nblk
     RC = 2 * SMALL // C                                       # >= SMALL / C + 64 while C <= 64
     CB = 64                                                   # programs per row, at most
-    thr = torch.empty((M, 4), dtype=torch.int32, device=dev)     # threshold key, digit scale (f32), tie mark
+    thr = torch.empty((M, 4), dtype=torch.int32, device=dev)     # threshold key, digit shift, tie mark
     cnt = torch.empty((M, C), dtype=torch.int32, device=dev)      # zeroed by KA, written by KB: no memset
     eqc = torch.empty((M, C), dtype=torch.int32, device=dev)      # KB: copies of thr per program on a tie row
     RT = 512 if RC <= 512 else 2048                           # slots KD's early load reads per region
@@ -799,6 +852,7 @@ def _topk(logits, lengths, k, out, BLOCK, TARGET_CTAS, MAX_C, num_warps, SMALL, 
     rscr = torch.empty((M, 2, SMALLR), dtype=torch.int32, device=dev)
     scra = torch.empty((M, SMALLTA), dtype=torch.int32, device=dev)
     info = torch.empty((M, 4), dtype=torch.int32, device=dev)       # KD's decision per row, for KC
+    rlist = torch.empty(M + 1, dtype=torch.int32, device=dev)       # the refine's rows: count (KA zeroes it), rows
     RR = RS.value + 6 * CB    # the refine's row scratch: KD zeroes its first 1025; then levels 0-2's records
     rr = torch.empty((M, RR), dtype=torch.int32, device=dev)
     sx = logits.stride(0)
@@ -806,28 +860,36 @@ def _topk(logits, lengths, k, out, BLOCK, TARGET_CTAS, MAX_C, num_warps, SMALL, 
     # wait (griddepcontrol.wait) before reading its output; not in Triton's CPU interpreter
     pdl = bool(PDL) and logits.is_cuda and hasattr(tl.extra.cuda, "gdc_wait")
     lp = {"launch_pdl": True} if pdl else {}
+    # KB's scan is memory-bound: it needs every program an SM can hold in flight. VLIN's value digits took KB
+    # from 64 registers a thread to 70-72 (7 programs of 128 threads per SM, not 8) and the scan 20-25% longer
+    # on rows that never use them; capped at 64 it spills nothing (docs/kernels.md, "Value-linear digits")
+    kb_regs = {"maxnreg": 64} if VLIN and logits.is_cuda else {}
     # warp-ballot slots in PTX (a GPU only; the interpreter runs the Triton form)
     warp = bool(WARP) and logits.is_cuda
     assert not (warp and HREG)
+    assert not (VLIN and HREG)       # HREG's in-scan histogram takes key-linear digits only
     if warp:
         ATOMIC = 1      # not used by the warp slots: one KB compile for every M
     elif M <= SCAN_MAX_ROWS:
         ATOMIC = 0      # few rows (programs of one or two blocks): a block scan beats slots from atomics
-    _ka_sample[(M,)](logits, sx, lengths, thr, cnt, rhist, scra, N, k, SMALL, C, NS=NS, G=G, ALPHA_X2=ALPHA_X2, BETA=BETA,
-                     CB=CB, SMALLTA=SMALLTA, SPAN_BITS=SPAN_BITS, PDL=pdl, FULL=SMALL, TIE=TIE, num_warps=KA_WARPS)
+    _ka_sample[(M,)](logits, sx, lengths, thr, cnt, rhist, scra, rlist, N, k, SMALL, C, NS=NS, G=G, ALPHA_X2=ALPHA_X2, BETA=BETA,
+                     CB=CB, SMALLTA=SMALLTA, SPAN_BITS=SPAN_BITS, PDL=pdl, FULL=SMALL, TIE=TIE, KTH=KTH, VLIN=VLIN, TIE_WHOLE=TIE_WHOLE,
+                     num_warps=KA_WARPS)
     _kb_filter[(M, C)](logits, sx, lengths, thr, cnt, eqc, cand[0], cand[1], hist, rhist, N, k, C, RC, BLOCK=BLOCK,
-                       ATOMIC=ATOMIC, HB=256, HREG=HREG, PF=PF, PDL=pdl, WARP=warp, num_warps=num_warps, **lp)
-    _kd_place[(M, C)](logits, sx, lengths, thr, cnt, eqc, cand[0], cand[1], hist, rhist, rscr, info, rr, out,
+                       ATOMIC=ATOMIC, HB=256, HREG=HREG, PF=PF, PDL=pdl, WARP=warp, VLIN=VLIN, num_warps=num_warps, **lp, **kb_regs)
+    _kd_place[(M, C)](logits, sx, lengths, thr, cnt, eqc, cand[0], cand[1], hist, rhist, rscr, info, rlist, rr, out,
                       out.stride(0), N, k, C, RC, RR=RR, CB=CB, RT=RT, SMALLR=SMALLR, PDL=pdl, EARLY=KD_EARLY,
-                      TB=1024, num_warps=KD_WARPS, **lp)
+                      TB=1024, VLIN=VLIN, num_warps=KD_WARPS, **lp)
     _kc_select[(M,)](lengths, rscr, info, out, out.stride(0), N, k, KBLOCK=1024, SMALLR=SMALLR, PDL=pdl,
                      num_warps=SEL_WARPS, **lp)
-    # the refine: launched every call (no host sync decides it), its programs return at once on other rows
+    # the refine: launched every call (no host sync decides it). Grid (M, C): every other row's programs return
+    # at once; RLIST: grid (P, C), the programs loop over the rows KD listed (none: each returns after one load)
+    P = min(M, max(1, RGRID // C)) if RLIST else M
     for level in range(4):
-        _r_hist[(M, C)](logits, sx, lengths, info, rr, hist, N, k, C, RR=RR, LEVEL=level, CB=CB, BLOCK=RBLOCK,
-                        PDL=pdl, num_warps=num_warps, **lp)
-    _r_place[(M, C)](logits, sx, lengths, info, rr, hist, out, out.stride(0), N, k, C, RR=RR, CB=CB, BLOCK=RBLOCK,
-                     PDL=pdl, num_warps=num_warps, **lp)
+        _r_hist[(P, C)](logits, sx, lengths, info, rlist, rr, hist, N, k, C, P, RR=RR, LEVEL=level, CB=CB,
+                        BLOCK=RBLOCK, PDL=pdl, RLIST=RLIST, num_warps=num_warps, **lp)
+    _r_place[(P, C)](logits, sx, lengths, info, rlist, rr, hist, out, out.stride(0), N, k, C, P, RR=RR, CB=CB,
+                     BLOCK=RBLOCK, PDL=pdl, RLIST=RLIST, num_warps=num_warps, **lp)
     return out
 
 

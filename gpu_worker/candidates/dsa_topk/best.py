@@ -232,7 +232,7 @@ def _ka_sample(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, rh_ptr, scr_ptr, rl_p
         # value-linear digits where thr < 0 lies below a positive largest key: across zero, keys are not linear
         # in the value (the keys of -0.1 and 0.1 are ~2^31 apart, those of 0.1 and 1.9 ~2^25), and both
         # key-linear scales crowd the k-th digit (docs/kernels.md, "The digit scale from the k-th"); the
-        # values from thr to the largest span 3/4 of 2^SPAN_BITS digits, as in the value-digit top-k
+        # values from thr to the largest span 3/4 of 2^SPAN_BITS digits, as the retired value-digit top-k's did
         top = thr + span
         width = _val(top) - _val(thr)
         use = (tie == 0) & ((thr >> 31) == 0) & ((top >> 31) == 1) & (width > 0) & (width < float("inf"))
