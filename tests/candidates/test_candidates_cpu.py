@@ -75,15 +75,17 @@ IDX = [("dsa_indexer_topk/seed.py", {"CHUNK": 256, "N_PER_PROG": 128, "BLOCK_N":
        ("dsa_indexer_topk/seed.py", {"CHUNK": 256, "N_PER_PROG": 128, "BLOCK_N": 64, "MERGE_BLOCK": 256,
                                      "TRANS": 0, "ROWS": 1}),
        ("dsa_indexer_topk/best.py", IDX_TK),
-       ("dsa_indexer_topk/best.py", dict(IDX_TK, TK_SCAN_MAX_ROWS=0))]  # the top-k's per-value atomic slots
+       ("dsa_indexer_topk/best.py", dict(IDX_TK, TK_SCAN_MAX_ROWS=0)),  # the top-k's per-value atomic slots
+       # few rows: ROWS cut to the rows there are (1, 2, 4) and the context split finer (512 -> 64 keys)
+       ("dsa_indexer_topk/best.py", dict(IDX_TK, N_PER_PROG=512, MIN_NPP=64, MIN_PROGS=64))]
 
 
-@pytest.mark.parametrize("rel,params", IDX, ids=["seed", "seed-rows1", "best", "best-atomic"])
+@pytest.mark.parametrize("rel,params", IDX, ids=["seed", "seed-rows1", "best", "best-atomic", "best-few-rows"])
 def test_dsa_indexer_topk(rel, params):
     m = _load(rel, params)
     _contract(m)
     g = torch.Generator().manual_seed(1)
-    for (M, N, k) in [(3, 700, 64), (2, 100, 128)]:
+    for (M, N, k) in [(3, 700, 64), (2, 100, 128), (1, 300, 64)]:
         q = torch.randn(M, 64, 128, generator=g).bfloat16()
         kk = torch.randn(N, 128, generator=g).bfloat16()
         w = torch.randn(M, 64, generator=g)

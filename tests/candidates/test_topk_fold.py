@@ -113,8 +113,9 @@ def test_an_evaluation_compiles_each_kernel_once_per_stride_class_and_tile():
     assert got["dsa_topk/best.py"]["benchmark"] == {"_ka_sample": 2, "_kb_filter": 1, "_kc_select": 1,
                                                     "_kd_place": 2, "_r_hist": 4, "_r_place": 1, "total": 11}
     # The indexer's verify shapes (gpu_worker/targets/dsa_indexer_topk.py) reach three of KA's four
-    # (NS, stride class) pairs; a count that follows its shapes, not one per N or C.
-    assert got["dsa_indexer_topk/best.py"]["verify"] == dict(topk, _ka_sample=3, _logits_kernel=2, total=20)
+    # (NS, stride class) pairs, and its logits kernel one per (ROWS, N_PER_PROG) pair and stride class that
+    # they reach (few rows: ROWS 1, 2 or 4 and 1024 keys a program); a count that follows its shapes, not N or C.
+    assert got["dsa_indexer_topk/best.py"]["verify"] == dict(topk, _ka_sample=3, _logits_kernel=6, total=24)
 
 
 def test_every_kernel_variant_the_top_k_bests_launch_compiles_for_sm90():

@@ -14,7 +14,7 @@ import torch
 import triton
 import triton.language as tl
 
-PARAMS = {"BT": 64, "PAGES": 16, "num_warps": 4, "num_stages": 4, "MAP_BLOCK": 1024,
+PARAMS = {"BT": 64, "PAGES": 8, "num_warps": 4, "num_stages": 4, "MAP_BLOCK": 1024,
           "TK_BLOCK": 1024, "TK_TARGET_CTAS": 1024, "TK_MAX_C": 64, "TK_num_warps": 4, "TK_SMALL": 4096, "TK_SEL_WARPS": 16, "TK_NS": 64, "TK_G": 16, "TK_ALPHA_X2": 3, "TK_BETA": 12, "TK_ATOMIC": 1, "TK_MIN_C": 16, "TK_SMALLR": 512, "TK_SPAN_BITS": 9, "TK_SMALLTA": 1024, "TK_HREG": 0, "TK_KD_WARPS": 4, "TK_PF": 2, "TK_SCAN_MAX_ROWS": 8, "TK_KA_WARPS": 8, "TK_PDL": 1, "TK_WARP": 1, "TK_KD_EARLY": 1, "TK_RBLOCK": 2048, "TK_TIE": 512, "TK_KTH": 2, "TK_RLIST": 1, "TK_RGRID": 256, "TK_VLIN": 1, "TK_TIE_WHOLE": 512}
 SPACE = {"BT": [64, 128], "PAGES": [8, 16, 32, 64], "num_warps": [4, 8], "num_stages": [2, 3, 4, 5]}
 
