@@ -181,6 +181,28 @@ def test_value_linear_digits_where_the_threshold_is_negative_keep_the_row_off_th
     assert (scale[:M - 1] > 0).all() and scale[-1] == 0 and modes1[-1] == modes0[-1] != 0
 
 
+
+def test_a_nan_or_an_infinity_on_a_value_digit_row_takes_the_top_digit():
+    """torch.topk ranks NaN above +inf above every finite value. On a row with value-linear digits the digit of
+    a key is computed from its value, where NaN - value(thr) is NaN: it must still land in the top digit, as its
+    key does with key-linear digits, and be in the output."""
+    g = torch.Generator().manual_seed(29)
+    M, N, k = 2, 700, 300
+    x = torch.randn(M, N, generator=g)
+    x[0, 123], x[1, 77] = float("nan"), float("inf")
+    lengths = torch.full((M,), N, dtype=torch.int32)
+    m = _load(KEY, dict(V8, VLIN=1))
+    spy = _AllocationSpy()
+    m.torch = spy
+    out = m.forward(x, lengths, k)
+    scale = next(t for t in spy.made if t.dim() == 2 and t.shape == (M, 4))[:, 3].view(torch.float32)
+    assert (scale > 0).all()                    # both rows took value-linear digits
+    ref = torch.topk(x, k, 1).indices
+    assert 123 in out[0].tolist() and 77 in out[1].tolist()
+    for r in range(M):
+        assert sorted(out[r].tolist()) == sorted(ref[r].tolist())
+
+
 def test_a_row_read_whole_takes_its_tie_by_its_own_mark():
     """Rows read whole (L <= SMALL) of 16 distinct values, k half the row: the bucket at the k-th key (~31 copies
     here) stays under the sampled rows' mark and KC ranks it (mode 2); with the mark for rows read whole below

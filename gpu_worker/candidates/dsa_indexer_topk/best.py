@@ -67,7 +67,7 @@ def _logits_kernel(q_ptr, k_ptr, w_ptr, len_ptr, out_ptr, stride_om, M, s0, cw,
         tl.store(optr, lg, mask=mm[:, None] & nm[None, :])
 
 
-# FOLD BEGIN: written by gpu_worker/candidates/fold_topk.py from dsa_topk/best.py, digest 5f4e972faa6a488b
+# FOLD BEGIN: written by gpu_worker/candidates/fold_topk.py from dsa_topk/best.py, digest 46bed5051721eb30
 
 
 @triton.jit
@@ -88,11 +88,13 @@ def _val(key):
 @triton.jit
 def _dig(key, thr, sh, sc, VLIN: tl.constexpr):
     """The digit of keys above thr, clamped to 255: key-linear, (key - thr) >> sh; or, on a row where KA chose
-    value-linear digits (VLIN and sc > 0), floor((value - value(thr)) x sc). Both are monotone in the key."""
+    value-linear digits (VLIN and sc > 0), floor((value - value(thr)) x sc). Both are monotone in the key: a NaN
+    (its key above +inf's) takes the top digit in both, as torch.topk ranks it first."""
     d = tl.minimum((key - thr) >> sh, 255).to(tl.int32)
     if VLIN:
         if sc > 0:
-            d = tl.minimum(tl.maximum((_val(key) - _val(thr)) * sc, 0.0), 255.0).to(tl.int32)
+            v = (_val(key) - _val(thr)) * sc
+            d = tl.minimum(tl.maximum(tl.where(v == v, v, 255.0), 0.0), 255.0).to(tl.int32)
     return d
 
 
