@@ -83,7 +83,7 @@ def _to_global(out_ptr, bt_ptr, stride_bt, K, PG: tl.constexpr, BLOCK: tl.conste
     tl.store(out_ptr + m.to(tl.int64) * K + offs, tl.where(live, page * PG + j % PG, -1), mask=inside)
 
 
-# FOLD BEGIN: written by gpu_worker/candidates/fold_topk.py from dsa_topk/best.py, digest 46bed5051721eb30
+# FOLD BEGIN: written by gpu_worker/candidates/fold_topk.py from dsa_topk/best.py, digest 8708437594be36a8
 
 
 @triton.jit
@@ -843,8 +843,8 @@ def _r_place(x_ptr, stride_x, len_ptr, info_ptr, rl_ptr, rr_ptr, hist_ptr, out_p
 
 def _topk(logits, lengths, k, out, BLOCK, TARGET_CTAS, MAX_C, num_warps, SMALL, SEL_WARPS, NS, G,
               ALPHA_X2, BETA, ATOMIC=0, MIN_C=16, SMALLR=512, SPAN_BITS=9, SMALLTA=1024, HREG=0,
-              KD_WARPS=4, PF=1, SCAN_MAX_ROWS=8, KA_WARPS=8, PDL=1, WARP=1, KD_EARLY=1, RBLOCK=1024, TIE=512, KTH=0, RLIST=0,
-          RGRID=256, VLIN=0, TIE_WHOLE=512):
+              KD_WARPS=4, PF=1, SCAN_MAX_ROWS=8, KA_WARPS=8, PDL=1, WARP=1, KD_EARLY=1, RBLOCK=1024, TIE=512, KTH=0,
+              RLIST=0, RGRID=256, VLIN=0, TIE_WHOLE=512):
     M, N = logits.shape
     dev = logits.device
     assert BLOCK <= 32768 and N < 2 ** 31 and NS * G <= SMALL and MAX_C in (1, 2, 4, 8, 16, 32, 64)

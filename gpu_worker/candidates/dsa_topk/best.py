@@ -832,8 +832,8 @@ def _r_place(x_ptr, stride_x, len_ptr, info_ptr, rl_ptr, rr_ptr, hist_ptr, out_p
 
 def _topk(logits, lengths, k, out, BLOCK, TARGET_CTAS, MAX_C, num_warps, SMALL, SEL_WARPS, NS, G,
               ALPHA_X2, BETA, ATOMIC=0, MIN_C=16, SMALLR=512, SPAN_BITS=9, SMALLTA=1024, HREG=0,
-              KD_WARPS=4, PF=1, SCAN_MAX_ROWS=8, KA_WARPS=8, PDL=1, WARP=1, KD_EARLY=1, RBLOCK=1024, TIE=512, KTH=0, RLIST=0,
-          RGRID=256, VLIN=0, TIE_WHOLE=512):
+              KD_WARPS=4, PF=1, SCAN_MAX_ROWS=8, KA_WARPS=8, PDL=1, WARP=1, KD_EARLY=1, RBLOCK=1024, TIE=512, KTH=0,
+              RLIST=0, RGRID=256, VLIN=0, TIE_WHOLE=512):
     M, N = logits.shape
     dev = logits.device
     assert BLOCK <= 32768 and N < 2 ** 31 and NS * G <= SMALL and MAX_C in (1, 2, 4, 8, 16, 32, 64)
