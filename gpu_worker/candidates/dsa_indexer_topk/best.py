@@ -9,10 +9,10 @@ import triton
 import triton.language as tl
 
 PARAMS = {"ROWS": 4, "BLOCK_N": 64, "N_PER_PROG": 4096, "TRANS": 1, "num_warps": 8, "num_stages": 3,
-          "MIN_PROGS": 264, "MIN_NPP": 1024,
+          "MIN_PROGS": 264, "MIN_NPP": 1024, "FULL_GRID_WARPS": 4,
           "TK_BLOCK": 1024, "TK_TARGET_CTAS": 1024, "TK_MAX_C": 64, "TK_num_warps": 4, "TK_SMALL": 4096, "TK_SEL_WARPS": 16, "TK_NS": 64, "TK_G": 16, "TK_ALPHA_X2": 3, "TK_BETA": 12, "TK_ATOMIC": 1, "TK_MIN_C": 16, "TK_SMALLR": 512, "TK_SPAN_BITS": 9, "TK_SMALLTA": 1024, "TK_HREG": 0, "TK_KD_WARPS": 4, "TK_PF": 2, "TK_SCAN_MAX_ROWS": 8, "TK_KA_WARPS": 8, "TK_PDL": 1, "TK_WARP": 1, "TK_KD_EARLY": 1, "TK_RBLOCK": 2048, "TK_TIE": 512, "TK_KTH": 2, "TK_RLIST": 1, "TK_RGRID": 256, "TK_VLIN": 1, "TK_TIE_WHOLE": 512}
 SPACE = {"ROWS": [1, 2, 4], "BLOCK_N": [64, 128, 256], "N_PER_PROG": [1024, 2048, 4096, 8192], "TRANS": [0, 1],
-         "num_warps": [4, 8], "num_stages": [2, 3, 4], "TK_NS": [128, 256], "TK_SEL_WARPS": [8, 16],
+         "num_warps": [4, 8], "num_stages": [2, 3, 4], "FULL_GRID_WARPS": [4, 8], "TK_NS": [128, 256], "TK_SEL_WARPS": [8, 16],
          "TK_SPAN_BITS": [8, 9, 10], "TK_PDL": [0, 1]}
 
 H_IDX = 64
@@ -924,8 +924,11 @@ def forward(q, k_index, weights, lengths, k):
     while npp > p["MIN_NPP"] and triton.cdiv(M, ROWS) * triton.cdiv(N, npp) < p["MIN_PROGS"]:
         npp //= 2
     grid = (triton.cdiv(M, ROWS), triton.cdiv(N, npp))
+    # a grid that fills the GPU (MIN_PROGS programs or more) runs FULL_GRID_WARPS a program: at 64-128 rows 4 warps
+    # took 6-7% less than 8 (two programs' MMAs share an SM); a short grid keeps num_warps (docs/kernels.md)
+    warps = p["FULL_GRID_WARPS"] if grid[0] * grid[1] >= p["MIN_PROGS"] else p["num_warps"]
     _logits_kernel[grid](q, k_index, weights, lengths, logits, N, M, 0, N,
                          H=H, D=D, ROWS=ROWS, BLOCK_N=p["BLOCK_N"], N_PER_PROG=npp,
-                         TRANS=p["TRANS"], UPCAST=dev.type == "cpu", num_warps=p["num_warps"],
+                         TRANS=p["TRANS"], UPCAST=dev.type == "cpu", num_warps=warps,
                          num_stages=p["num_stages"])
     return _topk(logits, lengths, k, out, **{n[3:]: v for n, v in p.items() if n.startswith("TK_")})
