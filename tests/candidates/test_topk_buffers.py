@@ -33,7 +33,9 @@ def test_kd_early_read_stays_in_its_buffers():
     for name in KERNELS:
         setattr(m, name, _Recorder(name, launches))
     seen_overhang = False
-    for M, N in SHAPES:
+    # PARAMS' RMIN 512 makes every region at least RT = 512 slots; RMIN 0 (regions of 2 SMALL / C) has the overhang
+    for M, N, rmin in [(M, N, r) for r in (m.PARAMS["RMIN"], 0) for M, N in SHAPES]:
+        m.PARAMS["RMIN"] = rmin
         launches.clear()
         m.forward(torch.zeros(M, N), torch.full((M,), N, dtype=torch.int32), 2048)
         (grid, args, kwargs), = [(g, a, kw) for name, g, a, kw in launches if name == "_kd_place"]

@@ -9,7 +9,8 @@ import pytest
 import torch
 from test_candidates_cpu import _contract, _load, _topk_cases, check_topk
 
-V8 = {"BLOCK": 256, "TARGET_CTAS": 8, "SMALL": 512, "NS": 32, "G": 8, "RBLOCK": 256}
+# RMIN 0: regions of 2 SMALL / C slots (64 here), so that the forced-fallback configs overflow them
+V8 = {"BLOCK": 256, "TARGET_CTAS": 8, "SMALL": 512, "NS": 32, "G": 8, "RBLOCK": 256, "RMIN": 0}
 KEY = "dsa_topk/best.py"
 PATHS = [(KEY, dict(V8, VLIN=0), "key"), (KEY, dict(V8, ATOMIC=0, SPAN_BITS=8, KTH=0), "key-scan-span8-max"),
          (KEY, dict(V8, ALPHA_X2=0, BETA=1, RLIST=1, RGRID=16), "key-fallback-low-rlist"),
@@ -143,6 +144,22 @@ def test_a_tie_at_the_threshold_is_taken_without_the_refine():
         assert int(taken.max()) > int((row == row[out[r]].min()).nonzero()[len(taken) - 1])
     assert torch.equal(out, m.forward(x, lengths, k))
 
+
+
+def test_regions_of_rmin_slots_keep_a_row_whose_candidates_crowd_one_part_off_the_refine():
+    """A row whose largest values crowd one program's part: with regions of 2 SMALL / C = 64 slots that program's
+    region overflows and the row takes the refine (mode 0), as about 0.1-0.6% of sampled rows did on a GPU with
+    128 or 256 slots; with RMIN = 512 slots it fits and the row takes mode 2. Exact both ways; the other row, its
+    candidates spread, takes mode 2 in both."""
+    g = torch.Generator().manual_seed(19)
+    M, N, k = 2, 6000, 100
+    x = torch.randn(M, N, generator=g)
+    x[0, :300] += 4.0                  # the first part (6000 / 16 = 375 values) holds nearly every candidate
+    lengths = torch.full((M,), N, dtype=torch.int32)
+    _, _, _, small = _run_key(dict(V8, RMIN=0), x, lengths, k)
+    _, _, _, large = _run_key(dict(V8, RMIN=512), x, lengths, k)
+    assert small[:, 0].tolist() == [0, 2]
+    assert large[:, 0].tolist() == [2, 2]
 
 
 def test_the_digit_scale_from_the_kth_keeps_a_uniform_row_off_the_refine():

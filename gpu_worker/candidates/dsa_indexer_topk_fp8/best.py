@@ -15,7 +15,7 @@ import triton
 import triton.language as tl
 
 PARAMS = {"BT": 64, "PAGES": 8, "num_warps": 4, "num_stages": 4, "MAP_BLOCK": 1024,
-          "TK_BLOCK": 1024, "TK_TARGET_CTAS": 1024, "TK_MAX_C": 64, "TK_num_warps": 4, "TK_SMALL": 4096, "TK_SEL_WARPS": 16, "TK_NS": 64, "TK_G": 16, "TK_ALPHA_X2": 3, "TK_BETA": 12, "TK_ATOMIC": 1, "TK_MIN_C": 16, "TK_SMALLR": 512, "TK_SPAN_BITS": 9, "TK_SMALLTA": 1024, "TK_HREG": 0, "TK_KD_WARPS": 4, "TK_PF": 2, "TK_SCAN_MAX_ROWS": 8, "TK_KA_WARPS": 8, "TK_PDL": 1, "TK_WARP": 1, "TK_KD_EARLY": 1, "TK_RBLOCK": 2048, "TK_TIE": 512, "TK_KTH": 2, "TK_RLIST": 1, "TK_RGRID": 256, "TK_VLIN": 1, "TK_TIE_WHOLE": 512}
+          "TK_BLOCK": 1024, "TK_TARGET_CTAS": 1024, "TK_MAX_C": 64, "TK_num_warps": 4, "TK_SMALL": 4096, "TK_SEL_WARPS": 16, "TK_NS": 64, "TK_G": 16, "TK_ALPHA_X2": 3, "TK_BETA": 12, "TK_ATOMIC": 1, "TK_MIN_C": 16, "TK_SMALLR": 512, "TK_SPAN_BITS": 9, "TK_SMALLTA": 1024, "TK_HREG": 0, "TK_KD_WARPS": 4, "TK_PF": 2, "TK_SCAN_MAX_ROWS": 8, "TK_KA_WARPS": 8, "TK_PDL": 1, "TK_WARP": 1, "TK_KD_EARLY": 1, "TK_RBLOCK": 2048, "TK_TIE": 512, "TK_KTH": 2, "TK_RLIST": 1, "TK_RMIN": 512, "TK_RGRID": 256, "TK_VLIN": 1, "TK_TIE_WHOLE": 512}
 SPACE = {"BT": [64, 128], "PAGES": [8, 16, 32, 64], "num_warps": [4, 8], "num_stages": [2, 3, 4, 5]}
 
 H_IDX = 64
@@ -83,7 +83,7 @@ def _to_global(out_ptr, bt_ptr, stride_bt, K, PG: tl.constexpr, BLOCK: tl.conste
     tl.store(out_ptr + m.to(tl.int64) * K + offs, tl.where(live, page * PG + j % PG, -1), mask=inside)
 
 
-# FOLD BEGIN: written by gpu_worker/candidates/fold_topk.py from dsa_topk/best.py, digest 8708437594be36a8
+# FOLD BEGIN: written by gpu_worker/candidates/fold_topk.py from dsa_topk/best.py, digest 7d74e51296bb57e6
 
 
 @triton.jit
@@ -844,7 +844,7 @@ def _r_place(x_ptr, stride_x, len_ptr, info_ptr, rl_ptr, rr_ptr, hist_ptr, out_p
 def _topk(logits, lengths, k, out, BLOCK, TARGET_CTAS, MAX_C, num_warps, SMALL, SEL_WARPS, NS, G,
               ALPHA_X2, BETA, ATOMIC=0, MIN_C=16, SMALLR=512, SPAN_BITS=9, SMALLTA=1024, HREG=0,
               KD_WARPS=4, PF=1, SCAN_MAX_ROWS=8, KA_WARPS=8, PDL=1, WARP=1, KD_EARLY=1, RBLOCK=1024, TIE=512, KTH=0,
-              RLIST=0, RGRID=256, VLIN=0, TIE_WHOLE=512):
+              RLIST=0, RGRID=256, VLIN=0, TIE_WHOLE=512, RMIN=0):
     M, N = logits.shape
     dev = logits.device
     assert BLOCK <= 32768 and N < 2 ** 31 and NS * G <= SMALL and MAX_C in (1, 2, 4, 8, 16, 32, 64)
@@ -856,7 +856,10 @@ def _topk(logits, lengths, k, out, BLOCK, TARGET_CTAS, MAX_C, num_warps, SMALL, 
     nblk = triton.cdiv(max(N, 1), BLOCK)
     want = max(MIN_C, triton.next_power_of_2(triton.cdiv(TARGET_CTAS, M)))
     C = min(want, MAX_C, 1 << (nblk.bit_length() - 1))       # a power of two <= MAX_C (64) and <= nblk
-    RC = 2 * SMALL // C                                       # >= SMALL / C + 64 while C <= 64
+    # a region's slots: >= SMALL / C + 64 while C <= 64 (a row read whole), and at least RMIN: on sampled rows
+    # ~100-200 candidates a program, and a region of 128 or 256 slots overflowed on ~0.1-0.6% of rows, each
+    # sending its call to the refine (+30-45 us); KD's vector is RT >= 512 wide anyway (docs/kernels.md)
+    RC = max(2 * SMALL // C, RMIN)
     CB = 64                                                   # programs per row, at most
     thr = torch.empty((M, 4), dtype=torch.int32, device=dev)     # threshold key, digit shift, tie mark
     cnt = torch.empty((M, C), dtype=torch.int32, device=dev)      # zeroed by KA, written by KB: no memset

@@ -62,12 +62,12 @@ import triton.language as tl
 PARAMS = {"BLOCK": 1024, "TARGET_CTAS": 1024, "MAX_C": 64, "num_warps": 4, "SMALL": 4096, "SEL_WARPS": 16,
           "NS": 64, "G": 16, "ALPHA_X2": 3, "BETA": 12, "ATOMIC": 1, "MIN_C": 16,
           "SMALLR": 512, "SPAN_BITS": 9, "SMALLTA": 1024, "HREG": 0, "KD_WARPS": 4, "PF": 2, "SCAN_MAX_ROWS": 8, "KA_WARPS": 8, "PDL": 1,
-          "WARP": 1, "KD_EARLY": 1, "RBLOCK": 2048, "TIE": 512, "KTH": 2, "RLIST": 1,
+          "WARP": 1, "KD_EARLY": 1, "RBLOCK": 2048, "TIE": 512, "KTH": 2, "RLIST": 1, "RMIN": 512,
           "RGRID": 256, "VLIN": 1, "TIE_WHOLE": 512}
 SPACE = {"BLOCK": [512, 1024, 2048, 4096, 8192], "TARGET_CTAS": [264, 512, 1024, 2048], "MAX_C": [16, 32, 64],
          "num_warps": [2, 4, 8], "SMALL": [4096, 8192], "SEL_WARPS": [4, 8, 16], "NS": [64, 128, 256],
          "G": [8, 16, 32], "ALPHA_X2": [2, 3, 4], "BETA": [4, 12, 24], "ATOMIC": [0, 1],
-         "MIN_C": [1, 8, 16],
+         "MIN_C": [1, 8, 16], "RMIN": [0, 256, 512],
          "SMALLR": [256, 512, 1024], "SPAN_BITS": [8, 9, 10], "SMALLTA": [512, 1024, 2048], "HREG": [0, 1], "KD_WARPS": [2, 4, 8], "PF": [0, 1, 2],
          "SCAN_MAX_ROWS": [0, 4, 8, 16], "KA_WARPS": [4, 8], "PDL": [0, 1],
          "WARP": [0, 1], "KD_EARLY": [0, 1], "RBLOCK": [1024, 2048, 4096], "TIE": [0, 256, 512, 2048],
@@ -833,7 +833,7 @@ def _r_place(x_ptr, stride_x, len_ptr, info_ptr, rl_ptr, rr_ptr, hist_ptr, out_p
 def _topk(logits, lengths, k, out, BLOCK, TARGET_CTAS, MAX_C, num_warps, SMALL, SEL_WARPS, NS, G,
               ALPHA_X2, BETA, ATOMIC=0, MIN_C=16, SMALLR=512, SPAN_BITS=9, SMALLTA=1024, HREG=0,
               KD_WARPS=4, PF=1, SCAN_MAX_ROWS=8, KA_WARPS=8, PDL=1, WARP=1, KD_EARLY=1, RBLOCK=1024, TIE=512, KTH=0,
-              RLIST=0, RGRID=256, VLIN=0, TIE_WHOLE=512):
+              RLIST=0, RGRID=256, VLIN=0, TIE_WHOLE=512, RMIN=0):
     M, N = logits.shape
     dev = logits.device
     assert BLOCK <= 32768 and N < 2 ** 31 and NS * G <= SMALL and MAX_C in (1, 2, 4, 8, 16, 32, 64)
@@ -845,7 +845,10 @@ def _topk(logits, lengths, k, out, BLOCK, TARGET_CTAS, MAX_C, num_warps, SMALL, 
     nblk = triton.cdiv(max(N, 1), BLOCK)
     want = max(MIN_C, triton.next_power_of_2(triton.cdiv(TARGET_CTAS, M)))
     C = min(want, MAX_C, 1 << (nblk.bit_length() - 1))       # a power of two <= MAX_C (64) and <= nblk
-    RC = 2 * SMALL // C                                       # >= SMALL / C + 64 while C <= 64
+    # a region's slots: >= SMALL / C + 64 while C <= 64 (a row read whole), and at least RMIN: on sampled rows
+    # ~100-200 candidates a program, and a region of 128 or 256 slots overflowed on ~0.1-0.6% of rows, each
+    # sending its call to the refine (+30-45 us); KD's vector is RT >= 512 wide anyway (docs/kernels.md)
+    RC = max(2 * SMALL // C, RMIN)
     CB = 64                                                   # programs per row, at most
     thr = torch.empty((M, 4), dtype=torch.int32, device=dev)     # threshold key, digit shift, tie mark
     cnt = torch.empty((M, C), dtype=torch.int32, device=dev)      # zeroed by KA, written by KB: no memset
