@@ -67,7 +67,7 @@ def _logits_kernel(q_ptr, k_ptr, w_ptr, len_ptr, out_ptr, stride_om, M, s0, cw,
         tl.store(optr, lg, mask=mm[:, None] & nm[None, :])
 
 
-# FOLD BEGIN: written by gpu_worker/candidates/fold_topk.py from dsa_topk/best.py, digest 7d74e51296bb57e6
+# FOLD BEGIN: written by gpu_worker/candidates/fold_topk.py from dsa_topk/best.py, digest f744d414fbfdfe54
 
 
 @triton.jit
@@ -841,7 +841,7 @@ def _topk(logits, lengths, k, out, BLOCK, TARGET_CTAS, MAX_C, num_warps, SMALL, 
     want = max(MIN_C, triton.next_power_of_2(triton.cdiv(TARGET_CTAS, M)))
     C = min(want, MAX_C, 1 << (nblk.bit_length() - 1))       # a power of two <= MAX_C (64) and <= nblk
     # a region's slots: >= SMALL / C + 64 while C <= 64 (a row read whole), and at least RMIN: on sampled rows
-    # ~100-200 candidates a program, and a region of 128 or 256 slots overflowed on ~0.1-0.6% of rows, each
+    # ~100-230 candidates a program, and a region of 128 or 256 slots overflowed on ~0.1-0.6% of rows, each
     # sending its call to the refine (+30-45 us); KD's vector is RT >= 512 wide anyway (docs/kernels.md)
     RC = max(2 * SMALL // C, RMIN)
     CB = 64                                                   # programs per row, at most
