@@ -33,9 +33,11 @@ def test_kd_early_read_stays_in_its_buffers():
     for name in KERNELS:
         setattr(m, name, _Recorder(name, launches))
     seen_overhang = False
-    # PARAMS' RMIN 512 makes every region at least RT = 512 slots; RMIN 0 (regions of 2 SMALL / C) has the overhang
-    for M, N, rmin in [(M, N, r) for r in (m.PARAMS["RMIN"], 0) for M, N in SHAPES]:
-        m.PARAMS["RMIN"] = rmin
+    # PARAMS (regions of at least 512 slots); RMIN 0, regions of 2 SMALL / C (RT > RC: the overhang); RROW 16384,
+    # regions of 256 slots at C = 64 (the overhang) and 1024 at C = 16 (RC > RT)
+    params = dict(m.PARAMS)
+    for M, N, sizes in [(M, N, r) for r in ({}, {"RMIN": 0}, {"RMIN": 0, "RROW": 16384}) for M, N in SHAPES]:
+        m.PARAMS.update(params, **sizes)
         launches.clear()
         m.forward(torch.zeros(M, N), torch.full((M,), N, dtype=torch.int32), 2048)
         (grid, args, kwargs), = [(g, a, kw) for name, g, a, kw in launches if name == "_kd_place"]

@@ -107,7 +107,7 @@ def test_an_evaluation_compiles_each_kernel_once_per_stride_class_and_tile():
         assert r.returncode == 0, r.stderr[-3000:]
         got[rel] = json.loads(r.stdout)
     # KA: NS 64 or 128, x 2 strides; KC no longer reads the logits (one compile); the refine's histogram pass
-    # compiles once per digit level (LEVEL is a constexpr) and stride class
+    # compiles once per digit level (LEVEL is a constexpr) and stride class; KD once per early-load width RT
     topk = {"_ka_sample": 4, "_kb_filter": 2, "_kc_select": 1, "_kd_place": 2, "_r_hist": 8, "_r_place": 2}
     assert got["dsa_topk/best.py"]["verify"] == dict(topk, total=19)
     assert got["dsa_topk/best.py"]["benchmark"] == {"_ka_sample": 2, "_kb_filter": 1, "_kc_select": 1,

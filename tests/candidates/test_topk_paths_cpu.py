@@ -9,8 +9,8 @@ import pytest
 import torch
 from test_candidates_cpu import _contract, _load, _topk_cases, check_topk
 
-# RMIN 0: regions of 2 SMALL / C slots (64 here), so that the forced-fallback configs overflow them
-V8 = {"BLOCK": 256, "TARGET_CTAS": 8, "SMALL": 512, "NS": 32, "G": 8, "RBLOCK": 256, "RMIN": 0}
+# RMIN and RROW 0: regions of 2 SMALL / C slots (64 here), so that the forced-fallback configs overflow them
+V8 = {"BLOCK": 256, "TARGET_CTAS": 8, "SMALL": 512, "NS": 32, "G": 8, "RBLOCK": 256, "RMIN": 0, "RROW": 0}
 KEY = "dsa_topk/best.py"
 PATHS = [(KEY, dict(V8, VLIN=0), "key"), (KEY, dict(V8, ATOMIC=0, SPAN_BITS=8, KTH=0), "key-scan-span8-max"),
          (KEY, dict(V8, ALPHA_X2=0, BETA=1, RLIST=1, RGRID=16), "key-fallback-low-rlist"),
@@ -18,7 +18,8 @@ PATHS = [(KEY, dict(V8, VLIN=0), "key"), (KEY, dict(V8, ATOMIC=0, SPAN_BITS=8, K
          (KEY, dict(V8, SCAN_MAX_ROWS=0, PF=0, KD_EARLY=0), "key-atomic-noprefetch"),
          (KEY, dict(V8, ALPHA_X2=0, BETA=1, SCAN_MAX_ROWS=0, PF=1, RLIST=0), "key-fallback-low-pf1-grid"),
          (KEY, dict(V8, SMALLR=4, SMALLTA=8, SPAN_BITS=8), "key-small-tiles-span8"),
-         (KEY, dict(V8, BLOCK=1024, HREG=1, VLIN=0), "key-one-block-hreg")]
+         (KEY, dict(V8, BLOCK=1024, HREG=1, VLIN=0), "key-one-block-hreg"),
+         (KEY, dict(V8, KDIG=80, KC_MID=128, RROW=16384), "key-kdig-kcmid-rrow")]
 
 
 def _relu_cases():
@@ -146,20 +147,66 @@ def test_a_tie_at_the_threshold_is_taken_without_the_refine():
 
 
 
-def test_regions_of_rmin_slots_keep_a_row_whose_candidates_crowd_one_part_off_the_refine():
+def test_regions_of_rrow_over_c_slots_keep_a_row_whose_candidates_crowd_one_part_off_the_refine():
     """A row whose largest values crowd one program's part: with regions of 2 SMALL / C = 64 slots that program's
     region overflows and the row takes the refine (mode 0), as about 0.1-0.6% of sampled rows did on a GPU with
-    128 or 256 slots; with RMIN = 512 slots it fits and the row takes mode 2. Exact both ways; the other row, its
+    128 or 256 slots; with RROW = 8192 (512 slots at C = 16) it fits and the row takes mode 2. Exact both ways; the other row, its
     candidates spread, takes mode 2 in both."""
     g = torch.Generator().manual_seed(19)
     M, N, k = 2, 6000, 100
     x = torch.randn(M, N, generator=g)
     x[0, :300] += 4.0                  # the first part (6000 / 16 = 375 values) holds nearly every candidate
     lengths = torch.full((M,), N, dtype=torch.int32)
-    _, _, _, small = _run_key(dict(V8, RMIN=0), x, lengths, k)
-    _, _, _, large = _run_key(dict(V8, RMIN=512), x, lengths, k)
+    _, _, _, small = _run_key(dict(V8, RROW=0), x, lengths, k)
+    _, _, _, large = _run_key(dict(V8, RROW=8192), x, lengths, k)
     assert small[:, 0].tolist() == [0, 2]
     assert large[:, 0].tolist() == [2, 2]
+
+
+def test_a_region_of_more_than_512_candidates_is_placed_in_chunks():
+    """A row whose 700 largest values lie in one program's part (12000 / 16 = 750 values). Regions of 512 slots
+    overflow there and the row takes the refine; with 1024 (RROW = 16384 at C = 16) it fits, and KD, whose early load is 512
+    slots, places the rest in a second chunk: mode 2 (row 0: digits above the k-th's to the output, its
+    members to KC) and mode 3 (row 1: the 700 above a tie of 1.0, then the copies of 1.0 that k needs). Exact
+    every way."""
+    g = torch.Generator().manual_seed(23)
+    M, N = 2, 12000
+    x = torch.randn(M, N, generator=g)
+    x[0, :700] += 6.0
+    x[1] = 1.0
+    x[1, :700] = 10.0 + torch.rand(700, generator=g)
+    lengths = torch.full((M,), N, dtype=torch.int32)
+    k = 1000
+    _, _, _, small = _run_key(dict(V8, RROW=8192), x, lengths, k)
+    _, _, thr, large = _run_key(dict(V8, RROW=16384), x, lengths, k)
+    assert thr[:, 2].tolist() == [0, 1]                   # row 1 marked a tie at 1.0
+    assert small[:, 0].tolist() == [0, 0] and large[:, 0].tolist() == [2, 3]
+
+
+def test_the_kth_digit_to_a_64th_lands_near_kdig():
+    """With KDIG the sampled k-th key's distance above thr, known to an eighth of an octave, is scaled to digit
+    KDIG..1.125 KDIG instead of anywhere in 64-127: over normal rows whose sample matches the row (every 23rd value, G
+    = 8 of NS = 32 groups), the true k-th key's digit stays within a factor ~2 of KDIG, and the factor f < 2^16
+    with the shift one less is what KA stored. With KDIG = 0 the word holds the plain shift (f = 2^16)."""
+    g = torch.Generator().manual_seed(29)
+    M, N, k = 6, 6000, 300
+    x = torch.randn(M, N, generator=g)
+    lengths = torch.full((M,), N, dtype=torch.int32)
+    keys = x.view(torch.int32).to(torch.int64)
+    keys = torch.where(keys < 0, ~keys & 0xFFFFFFFF, keys | 0x80000000)
+    kth = keys.sort(1, descending=True).values[:, k - 1]
+    for kdig in (0, 40, 80):
+        _, _, thr, info = _run_key(dict(V8, KDIG=kdig), x, lengths, k)
+        word = thr[:, 1].to(torch.int64)
+        sh, f = word & 255, word >> 8
+        t = thr[:, 0].to(torch.int64) & 0xFFFFFFFF
+        digit = (((kth - t) >> sh).clamp(max=65535) * f) >> 16
+        if kdig == 0:
+            assert f.tolist() == [65536] * M
+        else:
+            assert (f < 65536).all() and (f >= (kdig << 16) // 240).all()
+            assert (digit >= kdig // 2).all() and (digit <= 2 * kdig).all(), digit.tolist()
+        assert info[:, 0].tolist() == [2] * M
 
 
 def test_the_digit_scale_from_the_kth_keeps_a_uniform_row_off_the_refine():

@@ -15,7 +15,7 @@ import triton
 import triton.language as tl
 
 PARAMS = {"BT": 64, "PAGES": 8, "num_warps": 4, "num_stages": 4, "MAP_BLOCK": 1024,
-          "TK_BLOCK": 1024, "TK_TARGET_CTAS": 1024, "TK_MAX_C": 64, "TK_num_warps": 4, "TK_SMALL": 4096, "TK_SEL_WARPS": 16, "TK_NS": 64, "TK_G": 16, "TK_ALPHA_X2": 3, "TK_BETA": 12, "TK_ATOMIC": 1, "TK_MIN_C": 16, "TK_SMALLR": 512, "TK_SPAN_BITS": 9, "TK_SMALLTA": 1024, "TK_HREG": 0, "TK_KD_WARPS": 4, "TK_PF": 2, "TK_SCAN_MAX_ROWS": 8, "TK_KA_WARPS": 8, "TK_PDL": 1, "TK_WARP": 1, "TK_KD_EARLY": 1, "TK_RBLOCK": 2048, "TK_TIE": 512, "TK_KTH": 2, "TK_RLIST": 1, "TK_RMIN": 512, "TK_RGRID": 256, "TK_VLIN": 1, "TK_TIE_WHOLE": 512}
+          "TK_BLOCK": 1024, "TK_TARGET_CTAS": 1024, "TK_MAX_C": 64, "TK_num_warps": 4, "TK_SMALL": 4096, "TK_SEL_WARPS": 16, "TK_NS": 64, "TK_G": 16, "TK_ALPHA_X2": 3, "TK_BETA": 12, "TK_ATOMIC": 1, "TK_MIN_C": 16, "TK_SMALLR": 512, "TK_SPAN_BITS": 9, "TK_SMALLTA": 1024, "TK_HREG": 0, "TK_KD_WARPS": 4, "TK_PF": 2, "TK_SCAN_MAX_ROWS": 8, "TK_KA_WARPS": 8, "TK_PDL": 1, "TK_WARP": 1, "TK_KD_EARLY": 1, "TK_RBLOCK": 2048, "TK_TIE": 512, "TK_KTH": 2, "TK_RLIST": 1, "TK_RMIN": 512, "TK_RROW": 0, "TK_RGRID": 256, "TK_VLIN": 1, "TK_TIE_WHOLE": 512, "TK_KDIG": 0, "TK_KC_MID": 0}
 SPACE = {"BT": [64, 128], "PAGES": [8, 16, 32, 64], "num_warps": [4, 8], "num_stages": [2, 3, 4, 5]}
 
 H_IDX = 64
@@ -83,7 +83,7 @@ def _to_global(out_ptr, bt_ptr, stride_bt, K, PG: tl.constexpr, BLOCK: tl.conste
     tl.store(out_ptr + m.to(tl.int64) * K + offs, tl.where(live, page * PG + j % PG, -1), mask=inside)
 
 
-# FOLD BEGIN: written by gpu_worker/candidates/fold_topk.py from dsa_topk/best.py, digest f744d414fbfdfe54
+# FOLD BEGIN: written by gpu_worker/candidates/fold_topk.py from dsa_topk/best.py, digest 21c5a332696356a1
 
 
 @triton.jit
@@ -102,11 +102,13 @@ def _val(key):
 
 
 @triton.jit
-def _dig(key, thr, sh, sc, VLIN: tl.constexpr):
-    """The digit of keys above thr, clamped to 255: key-linear, (key - thr) >> sh; or, on a row where KA chose
-    value-linear digits (VLIN and sc > 0), floor((value - value(thr)) x sc). Both are monotone in the key: a NaN
-    (its key above +inf's) takes the top digit in both, as torch.topk ranks it first."""
-    d = tl.minimum((key - thr) >> sh, 255).to(tl.int32)
+def _dig(key, thr, sh, f, sc, VLIN: tl.constexpr):
+    """The digit of keys above thr, clamped to 255: key-linear, ((key - thr) >> sh) x f / 2^16 (f = 2^16 but
+    where KA scaled the sampled k-th's distance to digit KDIG; the product fits 32 bits: the first factor is
+    clamped to 2^16 - 1, which the 255 clamp hides, and f <= 2^16); or, on a row where KA chose value-linear
+    digits (VLIN and sc > 0), floor((value - value(thr)) x sc). All are monotone in the key: a NaN (its key
+    above +inf's) takes the top digit in each, as torch.topk ranks it first."""
+    d = tl.minimum((tl.minimum((key - thr) >> sh, 65535) * f) >> 16, 255).to(tl.int32)
     if VLIN:
         if sc > 0:
             v = (_val(key) - _val(thr)) * sc
@@ -174,7 +176,8 @@ NO_SPEC = ["N", "C"]
 def _ka_sample(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, rh_ptr, scr_ptr, rl_ptr, N, K, SMALL, C, NS: tl.constexpr,
                G: tl.constexpr, ALPHA_X2: tl.constexpr, BETA: tl.constexpr, CB: tl.constexpr,
                SMALLTA: tl.constexpr, SPAN_BITS: tl.constexpr, PDL: tl.constexpr, FULL: tl.constexpr,
-               TIE: tl.constexpr, KTH: tl.constexpr, VLIN: tl.constexpr, TIE_WHOLE: tl.constexpr):
+               TIE: tl.constexpr, KTH: tl.constexpr, VLIN: tl.constexpr, TIE_WHOLE: tl.constexpr,
+               KDIG: tl.constexpr):
     row = tl.program_id(0)
     if PDL:
         tl.extra.cuda.gdc_launch_dependents()     # KB may start now: it waits for this grid before reading its output
@@ -190,6 +193,7 @@ def _ka_sample(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, rh_ptr, scr_ptr, rl_p
     span = tl.zeros([], dtype=tl.uint32)
     tie = tl.zeros([], dtype=tl.int32)
     nbk = tl.zeros([], dtype=tl.int32)
+    f = tl.full([], 65536, tl.int32)        # _dig's factor: 2^16, the plain shift
     if L > SMALL:
         gap = tl.multiple_of(L // NS // G * G, G)       # groups start at multiples of G: wide loads
         key = _key(tl.load(x_ptr + row.to(tl.int64) * stride_x + (s_ // G) * gap + s_ % G))
@@ -214,9 +218,24 @@ def _ka_sample(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, rh_ptr, scr_ptr, rl_p
             # "The digit scale from the k-th"). Not on a marked row, nor where thr is negative: keys are linear
             # in the value only on one side of zero, and across it both scales crowd the k-th digit
             above = key > thr
-            nbd = ((key - thr).to(tl.float32).to(tl.int32, bitcast=True) >> 23) - 126
-            nbk, _ = _pick(tl.histogram(tl.where(above, nbd, 0), 64, mask=above), tl.maximum((k_eff * S) // L, 1), 64)
+            bits = (key - thr).to(tl.float32).to(tl.int32, bitcast=True)
+            rk = tl.maximum((k_eff * S) // L, 1)
+            if KDIG > 0:
+                # the bit length alone puts the sampled k-th anywhere in 64..127, so the true k-th (up to ~2.8x
+                # the sampled distance on 8K rows of the families) passed the 255 clamp on ~1 row in 2500, and
+                # that row's call took the refine (docs/kernels.md, "The k-th's digit to an eighth of an
+                # octave"). The same one histogram in eighths of an octave (bit length x 8 + the next three
+                # bits; every distance below 2^7 in bin 0): the sampled k-th's distance lies in
+                # [(128 + 16 m) << (nbk - 8), (144 + 16 m) << (nbk - 8)), m = q8 & 7, and f scales that lower
+                # edge to digit KDIG, so the k-th lands in KDIG..1.125 KDIG
+                q8, _ = _pick(tl.histogram(tl.where(above, tl.maximum((bits >> 20) - (133 << 3), 0), 0), 256,
+                                           mask=above), rk, 256)
+                nbk = tl.where(q8 > 0, (q8 >> 3) + 7, 0)
+            else:
+                nbk, _ = _pick(tl.histogram(tl.where(above, (bits >> 23) - 126, 0), 64, mask=above), rk, 64)
             nbk = tl.where((tie == 0) & ((thr >> 31) == 1), nbk, 0)
+            if KDIG > 0:
+                f = tl.where(nbk >= 8, (KDIG << 16) // (128 + 16 * (q8 & 7)), f)
     elif L > K:
         # a short row (at most FULL = SMALL values), read whole: thr just below a key t with at least k values
         # at or above it (two histogram levels over the row, so few more than k), every one a candidate
@@ -238,8 +257,9 @@ def _ka_sample(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, rh_ptr, scr_ptr, rl_p
     nb = (span.to(tl.float32).to(tl.int32, bitcast=True) >> 23) - 126
     nb = tl.where(nbk > 0, nbk + KTH, nb)
     sh = tl.where((span > 0) | (nbk > 0), tl.minimum(tl.maximum(nb - SPAN_BITS, 0), 31), 24)
+    sh = tl.where(f < 65536, nbk - 8, sh)     # KDIG's rows: the sampled k-th's distance >> sh in 128..255
     tl.store(thr_ptr + row * 4, thr.to(tl.int32, bitcast=True))
-    tl.store(thr_ptr + row * 4 + 1, sh)
+    tl.store(thr_ptr + row * 4 + 1, sh | (f << 8))      # the shift and _dig's factor, one word
     tl.store(thr_ptr + row * 4 + 2, tie)
     if VLIN:
         # value-linear digits where thr < 0 lies below a positive largest key: across zero, keys are not linear
@@ -428,7 +448,9 @@ def _kb_filter(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, eq_ptr, ck_ptr, ci_pt
         tl.extra.cuda.gdc_wait()       # KA's threshold, zeroed counters and row histogram are visible after this
         tl.extra.cuda.gdc_launch_dependents()
     thr = tl.load(thr_ptr + row * 4).to(tl.uint32, bitcast=True)
-    sh = tl.load(thr_ptr + row * 4 + 1).to(tl.uint32)
+    shf = tl.load(thr_ptr + row * 4 + 1)
+    sh = (shf & 255).to(tl.uint32)
+    f = (shf >> 8).to(tl.uint32)
     tie = tl.load(thr_ptr + row * 4 + 2)
     sc = tl.load(thr_ptr + row * 4 + 3).to(tl.float32, bitcast=True) if VLIN else 0.0
     eqv = tl.zeros([BLOCK], dtype=tl.int32)       # a tie row's copies of thr (KA's mode-3 hint), per lane
@@ -481,7 +503,7 @@ def _kb_filter(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, eq_ptr, ck_ptr, ci_pt
             o = s + tl.arange(0, HB)
             m = o < tl.minimum(n_gt, RC)
             key = tl.load(ck_ptr + reg + o, mask=m, other=0).to(tl.uint32, bitcast=True)
-            hist += tl.histogram(_dig(key, thr, sh, sc, VLIN), 256, mask=m)
+            hist += tl.histogram(_dig(key, thr, sh, f, sc, VLIN), 256, mask=m)
     # the row's digit histogram (integer atomics: exact, order-free) and this program's suffix counts
     # #(digit >= b), from which KD reads its offsets in two columns
     hb = tl.arange(0, 256)
@@ -529,6 +551,21 @@ def _tie_quota(eqs, need):
     return take + (more & (rank < need - tl.sum(take, 0))).to(tl.int32)
 
 
+@triton.jit
+def _kd_split(key, idx, live, thr, sh, f, sc, dsel, o_at, rs_at, SMALLR: tl.constexpr, VLIN: tl.constexpr):
+    """Mode 2's placement of one chunk of a region: its candidates of a digit above dsel to o_at, dsel's
+    members (key, index) to the rank scratch at rs_at, each in region order; how many of each."""
+    dg = _dig(key, thr, sh, f, sc, VLIN)
+    gt = live & (dg > dsel)
+    inb = live & (dg == dsel)
+    v = tl.cumsum(gt.to(tl.int32) + (inb.to(tl.int32) << 16), 0)   # both positions in one scan
+    tl.store(o_at + (v & 65535) - 1, idx, mask=gt)
+    rs = rs_at + (v >> 16) - 1
+    tl.store(rs, key.to(tl.int32, bitcast=True), mask=inb)
+    tl.store(rs + SMALLR, idx, mask=inb)
+    return tl.sum(gt.to(tl.int32), 0), tl.sum(inb.to(tl.int32), 0)
+
+
 @triton.jit(do_not_specialize=NO_SPEC + ["stride_x"])    # its one read of the logits (mode 3) is not the hot loop
 def _kd_place(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, eq_ptr, ck_ptr, ci_ptr, hist_ptr, rh_ptr, rscr_ptr, info_ptr,
               rl_ptr, rr_ptr, out_ptr, stride_o, N, K, C, RC, RR: tl.constexpr, CB: tl.constexpr, RT: tl.constexpr,
@@ -560,14 +597,16 @@ def _kd_place(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, eq_ptr, ck_ptr, ci_ptr
         key_e = tl.load(ck_ptr + reg + o).to(tl.uint32, bitcast=True)
     L, k_eff = _row_len(len_ptr, row, N, K)
     thr = tl.load(thr_ptr + row * 4).to(tl.uint32, bitcast=True)
-    sh = tl.load(thr_ptr + row * 4 + 1).to(tl.uint32)
+    shf = tl.load(thr_ptr + row * 4 + 1)
+    sh = (shf & 255).to(tl.uint32)
+    f = (shf >> 8).to(tl.uint32)
     sc = tl.load(thr_ptr + row * 4 + 3).to(tl.float32, bitcast=True) if VLIN else 0.0
     cs_ = tl.arange(0, CB)
     cmask = cs_ < C
     gts = tl.load(cnt_ptr + row * C + cs_, mask=cmask, other=0)
     n_gt = tl.sum(gts, 0)
     dsel, k_rem, cnt = _pick_n(tl.load(rh_ptr + row * 256 + tl.arange(0, 256)), k_eff, 256)
-    ok = tl.max(gts, 0) <= tl.minimum(RC, RT)
+    ok = tl.max(gts, 0) <= RC
     eqs = tl.load(eq_ptr + row * C + cs_, mask=cmask, other=0)    # 0 unless KA marked a tie
     n_eq = tl.sum(eqs, 0)
     mode = tl.where(ok & (n_gt == k_eff), 1, tl.where(ok & (n_gt > k_eff) & (dsel < 255) & (cnt <= SMALLR), 2,
@@ -592,7 +631,11 @@ def _kd_place(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, eq_ptr, ck_ptr, ci_ptr
             idx = tl.load(ci_ptr + reg + o, mask=live, other=0)
         if mode != 2:
             off = tl.sum(tl.where(before, gts, 0), 0)
-            tl.store(o_row + off + tl.cumsum(live.to(tl.int32), 0) - 1, idx, mask=live)
+            tl.store(o_row + off + o, idx, mask=live)
+            # a region of more than RT candidates (RC > RT: ~1 program in 10^4 at C = 16), in chunks of RT
+            for b in range(RT, n_c, RT):
+                lv = b + o < n_c
+                tl.store(o_row + off + b + o, tl.load(ci_ptr + reg + b + o, mask=lv, other=0), mask=lv)
             if mode == 3:
                 # thr's copies after the n_gt candidates: the need = k_eff - n_gt of them spread over the
                 # programs (each takes the first take_c copies of its own part), so that each reads about
@@ -619,25 +662,28 @@ def _kd_place(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, eq_ptr, ck_ptr, ci_ptr
                 key = key_e
             else:
                 key = tl.load(ck_ptr + reg + o, mask=live, other=0).to(tl.uint32, bitcast=True)
-            dg = _dig(key, thr, sh, sc, VLIN)
-            gt = live & (dg > dsel)
-            inb = live & (dg == dsel)
             # suffix counts of the programs before this one at dsel + 1 (above dsel) and dsel
             sfx = hist_ptr + (row * C + cs_) * 256
             s_gt = tl.load(sfx + dsel + 1, mask=before, other=0)
             off_gt = tl.sum(s_gt, 0)
             off_eq = tl.sum(tl.load(sfx + dsel, mask=before, other=0) - s_gt, 0)
-            v = tl.cumsum(gt.to(tl.int32) + (inb.to(tl.int32) << 16), 0)   # both positions in one scan
-            tl.store(o_row + off_gt + (v & 65535) - 1, idx, mask=gt)
-            rs = rscr_ptr + row * 2 * SMALLR + off_eq + (v >> 16) - 1
-            tl.store(rs, key.to(tl.int32, bitcast=True), mask=inb)
-            tl.store(rs + SMALLR, idx, mask=inb)
+            rs = rscr_ptr + row * 2 * SMALLR + off_eq
+            n_g, n_e = _kd_split(key, idx, live, thr, sh, f, sc, dsel, o_row + off_gt, rs, SMALLR, VLIN)
+            for b in range(RT, n_c, RT):
+                lv = b + o < n_c
+                key_b = tl.load(ck_ptr + reg + b + o, mask=lv, other=0).to(tl.uint32, bitcast=True)
+                idx_b = tl.load(ci_ptr + reg + b + o, mask=lv, other=0)
+                g_b, e_b = _kd_split(key_b, idx_b, lv, thr, sh, f, sc, dsel, o_row + off_gt + n_g, rs + n_e,
+                                     SMALLR, VLIN)
+                n_g += g_b
+                n_e += e_b
 
 
 @triton.jit(do_not_specialize=NO_SPEC)
 def _kc_select(len_ptr, rscr_ptr, info_ptr, out_ptr, stride_o, N, K, KBLOCK: tl.constexpr, SMALLR: tl.constexpr,
-               PDL: tl.constexpr):
-    """grid (M,): mode 2 ranks dsel's members (at most SMALLR); every row gets its -1 padding."""
+               MID: tl.constexpr, PDL: tl.constexpr):
+    """grid (M,): mode 2 ranks dsel's members (at most SMALLR; up to MID of them in 64 x MID tiles, where MID > 0);
+    every row gets its -1 padding."""
     if PDL:
         tl.extra.cuda.gdc_wait()       # KD's placements and decisions
         tl.extra.cuda.gdc_launch_dependents()
@@ -650,6 +696,8 @@ def _kc_select(len_ptr, rscr_ptr, info_ptr, out_ptr, stride_o, N, K, KBLOCK: tl.
         rs = rscr_ptr + row * 2 * SMALLR
         if cnt <= 64:
             _rank_store(rs, cnt, k_rem, o_row + (k_eff - k_rem), 64, SMALLR)
+        elif MID > 0 and cnt <= MID:
+            _rank_store(rs, cnt, k_rem, o_row + (k_eff - k_rem), MID, SMALLR)
         else:
             _rank_store(rs, cnt, k_rem, o_row + (k_eff - k_rem), SMALLR, SMALLR)
     for start in range(0, K, KBLOCK):
@@ -844,11 +892,12 @@ def _r_place(x_ptr, stride_x, len_ptr, info_ptr, rl_ptr, rr_ptr, hist_ptr, out_p
 def _topk(logits, lengths, k, out, BLOCK, TARGET_CTAS, MAX_C, num_warps, SMALL, SEL_WARPS, NS, G,
               ALPHA_X2, BETA, ATOMIC=0, MIN_C=16, SMALLR=512, SPAN_BITS=9, SMALLTA=1024, HREG=0,
               KD_WARPS=4, PF=1, SCAN_MAX_ROWS=8, KA_WARPS=8, PDL=1, WARP=1, KD_EARLY=1, RBLOCK=1024, TIE=512, KTH=0,
-              RLIST=0, RGRID=256, VLIN=0, TIE_WHOLE=512, RMIN=0):
+              RLIST=0, RGRID=256, VLIN=0, TIE_WHOLE=512, RMIN=0, RROW=0, KDIG=0, KC_MID=0):
     M, N = logits.shape
     dev = logits.device
     assert BLOCK <= 32768 and N < 2 ** 31 and NS * G <= SMALL and MAX_C in (1, 2, 4, 8, 16, 32, 64)
     assert SMALL & (SMALL - 1) == 0
+    assert 0 <= KDIG < 128 and not (HREG and KDIG)     # HREG's in-scan histogram takes the plain shift only
     # the sample grows with the row: r's slack of BETA samples stands for about BETA L / S values above the k-th,
     # and S >= 4 BETA L / (3 k) keeps them at most half of the 1.5 k expected candidates, so that the regions of
     # RC slots do not overflow (NS = 64 at 256K overflowed 128-slot regions: ~1.1 ms, KC's one-program fallback)
@@ -856,15 +905,18 @@ def _topk(logits, lengths, k, out, BLOCK, TARGET_CTAS, MAX_C, num_warps, SMALL, 
     nblk = triton.cdiv(max(N, 1), BLOCK)
     want = max(MIN_C, triton.next_power_of_2(triton.cdiv(TARGET_CTAS, M)))
     C = min(want, MAX_C, 1 << (nblk.bit_length() - 1))       # a power of two <= MAX_C (64) and <= nblk
-    # a region's slots: >= SMALL / C + 64 while C <= 64 (a row read whole), and at least RMIN: on sampled rows
-    # ~100-230 candidates a program, and a region of 128 or 256 slots overflowed on ~0.1-0.6% of rows, each
-    # sending its call to the refine (+30-45 us); KD's vector is RT >= 512 wide anyway (docs/kernels.md)
-    RC = max(2 * SMALL // C, RMIN)
+    # a region's slots: >= SMALL / C + 64 while C <= 64 (a row read whole), at least RMIN and RROW / C: a region
+    # that overflows sends its row, and so its call, to the refine (+30-60 us). A sampled row has ~4800
+    # candidates (up to ~8000): 128-256 slots overflowed on ~0.1-0.6% of rows at C = 64-32, 512 on ~1 row in
+    # 2500 at C = 16 (docs/kernels.md, "No refine at 64-128 rows")
+    RC = max(2 * SMALL // C, RMIN, RROW // C)
     CB = 64                                                   # programs per row, at most
     thr = torch.empty((M, 4), dtype=torch.int32, device=dev)     # threshold key, digit shift, tie mark
     cnt = torch.empty((M, C), dtype=torch.int32, device=dev)      # zeroed by KA, written by KB: no memset
     eqc = torch.empty((M, C), dtype=torch.int32, device=dev)      # KB: copies of thr per program on a tie row
-    RT = 512 if RC <= 512 else 2048                           # slots KD's early load reads per region
+    # slots KD's early load reads per region: 2048 where rows read whole fill regions of 2 SMALL / C > 512 slots
+    # (one wide load beat 512-slot chunks there), else 512; a program with more candidates places them in chunks
+    RT = 512 if 2 * SMALL // C <= 512 else 2048
     # KD's early load reads RT slots of every region unmasked: past the last region of cand[1] lie
     # RT - RC allocated slots, so that read never leaves the buffer (it read up to RT - RC slots past its end)
     cand = torch.empty(2 * M * C * RC + max(0, RT - RC), dtype=torch.int32, device=dev)[:2 * M * C * RC]
@@ -896,13 +948,13 @@ def _topk(logits, lengths, k, out, BLOCK, TARGET_CTAS, MAX_C, num_warps, SMALL, 
         ATOMIC = 0      # few rows (programs of one or two blocks): a block scan beats slots from atomics
     _ka_sample[(M,)](logits, sx, lengths, thr, cnt, rhist, scra, rlist, N, k, SMALL, C, NS=NS, G=G, ALPHA_X2=ALPHA_X2, BETA=BETA,
                      CB=CB, SMALLTA=SMALLTA, SPAN_BITS=SPAN_BITS, PDL=pdl, FULL=SMALL, TIE=TIE, KTH=KTH, VLIN=VLIN, TIE_WHOLE=TIE_WHOLE,
-                     num_warps=KA_WARPS)
+                     KDIG=KDIG, num_warps=KA_WARPS)
     _kb_filter[(M, C)](logits, sx, lengths, thr, cnt, eqc, cand[0], cand[1], hist, rhist, N, k, C, RC, BLOCK=BLOCK,
                        ATOMIC=ATOMIC, HB=256, HREG=HREG, PF=PF, PDL=pdl, WARP=warp, VLIN=VLIN, num_warps=num_warps, **lp, **kb_regs)
     _kd_place[(M, C)](logits, sx, lengths, thr, cnt, eqc, cand[0], cand[1], hist, rhist, rscr, info, rlist, rr, out,
                       out.stride(0), N, k, C, RC, RR=RR, CB=CB, RT=RT, SMALLR=SMALLR, PDL=pdl, EARLY=KD_EARLY,
                       TB=1024, VLIN=VLIN, num_warps=KD_WARPS, **lp)
-    _kc_select[(M,)](lengths, rscr, info, out, out.stride(0), N, k, KBLOCK=1024, SMALLR=SMALLR, PDL=pdl,
+    _kc_select[(M,)](lengths, rscr, info, out, out.stride(0), N, k, KBLOCK=1024, SMALLR=SMALLR, MID=KC_MID, PDL=pdl,
                      num_warps=SEL_WARPS, **lp)
     # the refine: launched every call (no host sync decides it). Grid (M, C): every other row's programs return
     # at once; RLIST: grid (P, C), the programs loop over the rows KD listed (none: each returns after one load)

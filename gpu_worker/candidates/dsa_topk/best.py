@@ -11,9 +11,11 @@ Values map to order-preserving uint32 keys (as in seed.py). The common path:
       expected above the true k-th value): the lower edge of the bin that two 8-bit histogram levels pick.
       A row of at most SMALL values (and more than k) is read whole: thr is just below the lower edge of the
       bin that the same two levels pick for the k-th value of the row itself (so few more than k candidates).
-      Also the digit shift sh: the distance above thr of the sampled key ranked where the row's k-th key is
-      expected, >> sh, lands in 2^(SPAN_BITS-KTH-1) to 2^(SPAN_BITS-KTH) digits (where thr >= 0 and the row is
-      not marked; else (largest sample - thr) >> sh spans 2^(SPAN_BITS-1) to 2^SPAN_BITS digits). With VLIN = 1,
+      Also the digit scale: the distance above thr of the sampled key ranked where the row's k-th key is
+      expected, >> sh, lands in 2^(SPAN_BITS-KTH-1) to 2^(SPAN_BITS-KTH) digits (from the bit lengths of the
+      sampled distances; with KDIG > 0, on digit KDIG to 1.125 KDIG: a shift and a factor f / 2^16 from one
+      histogram of those distances in eighths of an octave), where thr >= 0 and the row is not marked; else
+      (largest sample - thr) >> sh spans 2^(SPAN_BITS-1) to 2^SPAN_BITS digits. With VLIN = 1,
       a row whose thr < 0 lies below a positive largest key gets value-linear digits instead (the model's own
       logits at short contexts; docs/kernels.md, "Value-linear digits").
       A tie: when the smallest sampled key at or above thr, q, has more samples than TIE copies in the row
@@ -22,21 +24,23 @@ Values map to order-preserving uint32 keys (as in seed.py). The common path:
       KA zeroes the per-program counters and the row's digit histogram.
   KB  grid (M, C): each row split evenly over its C programs; each scans its part once (whole blocks with
       unmasked 16-byte loads, PF blocks in flight while one is filtered) and writes keys > thr (key, index)
-      to its own region of RC slots. On a GPU (WARP = 1) the slots come per warp: each value's test is balloted
+      to its own region of RC = max(2 SMALL / C, RMIN, RROW / C) slots. On a GPU (WARP = 1) the slots come per warp: each value's test is balloted
       in inline PTX, lane 0 takes the warp's slots with one atomic and each thread stores its own candidates
       (_WARP_SLOTS_PTX; about 10 instructions per value where Triton's per-value atomics took ~47). Elsewhere
       a slot per candidate from the program's atomic counter, or a block scan when M <= SCAN_MAX_ROWS. Then it
-      re-reads its candidates for a 256-bin histogram of the digit min((key - thr) >> sh, 255): added to the
+      re-reads its candidates for a 256-bin histogram of the digit (_dig, clamped to 255): added to the
       row's histogram by integer atomics, and stored as its own suffix counts #(digit >= b). On a marked row
       it also counts its copies of thr.
   KD  grid (M, C): from the row histogram every program of a row takes the same decision; in the two common
-      cases it places its own region (loaded right after its wait) at offsets read from two columns of the
+      cases it places its own region (its first RT = 512 slots loaded right after its wait, the rest of a
+      larger one in chunks of RT) at offsets read from two columns of the
       suffix counts of the programs before it (no atomics, fixed order): mode 1 all candidates (n_gt ==
       k_eff); mode 2 (n_gt > k_eff, the k-th candidate's digit d < 255 with at most SMALLR members) the
       candidates of a larger digit to the output and d's members to the rank scratch; mode 3 (a marked row,
       n_gt < k_eff <= n_gt + the copies of thr) all candidates, then k_eff - n_gt copies of thr, each program
       taking the first of its own part by a share of the count (_tie_quota). Other rows: mode 0.
-  KC  grid (M,): mode 2 ranks d's members pairwise on (key desc, index asc); every row gets its -1 padding.
+  KC  grid (M,): mode 2 ranks d's members pairwise on (key desc, index asc) in 64 x R tiles, R = 64 or SMALLR
+      by their count (or KC_MID = 128 between them); every row gets its -1 padding.
 The refine, for mode-0 rows (a region overflowed, too few candidates, a tie bucket or a crowded digit at the
 k-th value); its programs return at once on every other row:
   R0-R3  grid (M, C): four 8-bit digits of the key from the top, each histogrammed over the keys that match
@@ -62,17 +66,17 @@ import triton.language as tl
 PARAMS = {"BLOCK": 1024, "TARGET_CTAS": 1024, "MAX_C": 64, "num_warps": 4, "SMALL": 4096, "SEL_WARPS": 16,
           "NS": 64, "G": 16, "ALPHA_X2": 3, "BETA": 12, "ATOMIC": 1, "MIN_C": 16,
           "SMALLR": 512, "SPAN_BITS": 9, "SMALLTA": 1024, "HREG": 0, "KD_WARPS": 4, "PF": 2, "SCAN_MAX_ROWS": 8, "KA_WARPS": 8, "PDL": 1,
-          "WARP": 1, "KD_EARLY": 1, "RBLOCK": 2048, "TIE": 512, "KTH": 2, "RLIST": 1, "RMIN": 512,
-          "RGRID": 256, "VLIN": 1, "TIE_WHOLE": 512}
+          "WARP": 1, "KD_EARLY": 1, "RBLOCK": 2048, "TIE": 512, "KTH": 2, "RLIST": 1, "RMIN": 512, "RROW": 0,
+          "RGRID": 256, "VLIN": 1, "TIE_WHOLE": 512, "KDIG": 0, "KC_MID": 0}
 SPACE = {"BLOCK": [512, 1024, 2048, 4096, 8192], "TARGET_CTAS": [264, 512, 1024, 2048], "MAX_C": [16, 32, 64],
          "num_warps": [2, 4, 8], "SMALL": [4096, 8192], "SEL_WARPS": [4, 8, 16], "NS": [64, 128, 256],
          "G": [8, 16, 32], "ALPHA_X2": [2, 3, 4], "BETA": [4, 12, 24], "ATOMIC": [0, 1],
-         "MIN_C": [1, 8, 16], "RMIN": [0, 256, 512],
+         "MIN_C": [1, 8, 16], "RMIN": [0, 256, 512], "RROW": [0, 8192, 16384, 32768],
          "SMALLR": [256, 512, 1024], "SPAN_BITS": [8, 9, 10], "SMALLTA": [512, 1024, 2048], "HREG": [0, 1], "KD_WARPS": [2, 4, 8], "PF": [0, 1, 2],
          "SCAN_MAX_ROWS": [0, 4, 8, 16], "KA_WARPS": [4, 8], "PDL": [0, 1],
          "WARP": [0, 1], "KD_EARLY": [0, 1], "RBLOCK": [1024, 2048, 4096], "TIE": [0, 256, 512, 2048],
          "KTH": [0, 2, 3], "RLIST": [0, 1], "RGRID": [128, 256, 512],
-         "VLIN": [0, 1], "TIE_WHOLE": [0, 64, 128, 256, 512]}
+         "VLIN": [0, 1], "TIE_WHOLE": [0, 64, 128, 256, 512], "KDIG": [0, 64, 80, 96], "KC_MID": [0, 128]}
 
 
 @triton.jit
@@ -91,11 +95,13 @@ def _val(key):
 
 
 @triton.jit
-def _dig(key, thr, sh, sc, VLIN: tl.constexpr):
-    """The digit of keys above thr, clamped to 255: key-linear, (key - thr) >> sh; or, on a row where KA chose
-    value-linear digits (VLIN and sc > 0), floor((value - value(thr)) x sc). Both are monotone in the key: a NaN
-    (its key above +inf's) takes the top digit in both, as torch.topk ranks it first."""
-    d = tl.minimum((key - thr) >> sh, 255).to(tl.int32)
+def _dig(key, thr, sh, f, sc, VLIN: tl.constexpr):
+    """The digit of keys above thr, clamped to 255: key-linear, ((key - thr) >> sh) x f / 2^16 (f = 2^16 but
+    where KA scaled the sampled k-th's distance to digit KDIG; the product fits 32 bits: the first factor is
+    clamped to 2^16 - 1, which the 255 clamp hides, and f <= 2^16); or, on a row where KA chose value-linear
+    digits (VLIN and sc > 0), floor((value - value(thr)) x sc). All are monotone in the key: a NaN (its key
+    above +inf's) takes the top digit in each, as torch.topk ranks it first."""
+    d = tl.minimum((tl.minimum((key - thr) >> sh, 65535) * f) >> 16, 255).to(tl.int32)
     if VLIN:
         if sc > 0:
             v = (_val(key) - _val(thr)) * sc
@@ -163,7 +169,8 @@ NO_SPEC = ["N", "C"]
 def _ka_sample(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, rh_ptr, scr_ptr, rl_ptr, N, K, SMALL, C, NS: tl.constexpr,
                G: tl.constexpr, ALPHA_X2: tl.constexpr, BETA: tl.constexpr, CB: tl.constexpr,
                SMALLTA: tl.constexpr, SPAN_BITS: tl.constexpr, PDL: tl.constexpr, FULL: tl.constexpr,
-               TIE: tl.constexpr, KTH: tl.constexpr, VLIN: tl.constexpr, TIE_WHOLE: tl.constexpr):
+               TIE: tl.constexpr, KTH: tl.constexpr, VLIN: tl.constexpr, TIE_WHOLE: tl.constexpr,
+               KDIG: tl.constexpr):
     row = tl.program_id(0)
     if PDL:
         tl.extra.cuda.gdc_launch_dependents()     # KB may start now: it waits for this grid before reading its output
@@ -179,6 +186,7 @@ def _ka_sample(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, rh_ptr, scr_ptr, rl_p
     span = tl.zeros([], dtype=tl.uint32)
     tie = tl.zeros([], dtype=tl.int32)
     nbk = tl.zeros([], dtype=tl.int32)
+    f = tl.full([], 65536, tl.int32)        # _dig's factor: 2^16, the plain shift
     if L > SMALL:
         gap = tl.multiple_of(L // NS // G * G, G)       # groups start at multiples of G: wide loads
         key = _key(tl.load(x_ptr + row.to(tl.int64) * stride_x + (s_ // G) * gap + s_ % G))
@@ -203,9 +211,24 @@ def _ka_sample(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, rh_ptr, scr_ptr, rl_p
             # "The digit scale from the k-th"). Not on a marked row, nor where thr is negative: keys are linear
             # in the value only on one side of zero, and across it both scales crowd the k-th digit
             above = key > thr
-            nbd = ((key - thr).to(tl.float32).to(tl.int32, bitcast=True) >> 23) - 126
-            nbk, _ = _pick(tl.histogram(tl.where(above, nbd, 0), 64, mask=above), tl.maximum((k_eff * S) // L, 1), 64)
+            bits = (key - thr).to(tl.float32).to(tl.int32, bitcast=True)
+            rk = tl.maximum((k_eff * S) // L, 1)
+            if KDIG > 0:
+                # the bit length alone puts the sampled k-th anywhere in 64..127, so the true k-th (up to ~2.8x
+                # the sampled distance on 8K rows of the families) passed the 255 clamp on ~1 row in 2500, and
+                # that row's call took the refine (docs/kernels.md, "The k-th's digit to an eighth of an
+                # octave"). The same one histogram in eighths of an octave (bit length x 8 + the next three
+                # bits; every distance below 2^7 in bin 0): the sampled k-th's distance lies in
+                # [(128 + 16 m) << (nbk - 8), (144 + 16 m) << (nbk - 8)), m = q8 & 7, and f scales that lower
+                # edge to digit KDIG, so the k-th lands in KDIG..1.125 KDIG
+                q8, _ = _pick(tl.histogram(tl.where(above, tl.maximum((bits >> 20) - (133 << 3), 0), 0), 256,
+                                           mask=above), rk, 256)
+                nbk = tl.where(q8 > 0, (q8 >> 3) + 7, 0)
+            else:
+                nbk, _ = _pick(tl.histogram(tl.where(above, (bits >> 23) - 126, 0), 64, mask=above), rk, 64)
             nbk = tl.where((tie == 0) & ((thr >> 31) == 1), nbk, 0)
+            if KDIG > 0:
+                f = tl.where(nbk >= 8, (KDIG << 16) // (128 + 16 * (q8 & 7)), f)
     elif L > K:
         # a short row (at most FULL = SMALL values), read whole: thr just below a key t with at least k values
         # at or above it (two histogram levels over the row, so few more than k), every one a candidate
@@ -227,8 +250,9 @@ def _ka_sample(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, rh_ptr, scr_ptr, rl_p
     nb = (span.to(tl.float32).to(tl.int32, bitcast=True) >> 23) - 126
     nb = tl.where(nbk > 0, nbk + KTH, nb)
     sh = tl.where((span > 0) | (nbk > 0), tl.minimum(tl.maximum(nb - SPAN_BITS, 0), 31), 24)
+    sh = tl.where(f < 65536, nbk - 8, sh)     # KDIG's rows: the sampled k-th's distance >> sh in 128..255
     tl.store(thr_ptr + row * 4, thr.to(tl.int32, bitcast=True))
-    tl.store(thr_ptr + row * 4 + 1, sh)
+    tl.store(thr_ptr + row * 4 + 1, sh | (f << 8))      # the shift and _dig's factor, one word
     tl.store(thr_ptr + row * 4 + 2, tie)
     if VLIN:
         # value-linear digits where thr < 0 lies below a positive largest key: across zero, keys are not linear
@@ -417,7 +441,9 @@ def _kb_filter(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, eq_ptr, ck_ptr, ci_pt
         tl.extra.cuda.gdc_wait()       # KA's threshold, zeroed counters and row histogram are visible after this
         tl.extra.cuda.gdc_launch_dependents()
     thr = tl.load(thr_ptr + row * 4).to(tl.uint32, bitcast=True)
-    sh = tl.load(thr_ptr + row * 4 + 1).to(tl.uint32)
+    shf = tl.load(thr_ptr + row * 4 + 1)
+    sh = (shf & 255).to(tl.uint32)
+    f = (shf >> 8).to(tl.uint32)
     tie = tl.load(thr_ptr + row * 4 + 2)
     sc = tl.load(thr_ptr + row * 4 + 3).to(tl.float32, bitcast=True) if VLIN else 0.0
     eqv = tl.zeros([BLOCK], dtype=tl.int32)       # a tie row's copies of thr (KA's mode-3 hint), per lane
@@ -470,7 +496,7 @@ def _kb_filter(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, eq_ptr, ck_ptr, ci_pt
             o = s + tl.arange(0, HB)
             m = o < tl.minimum(n_gt, RC)
             key = tl.load(ck_ptr + reg + o, mask=m, other=0).to(tl.uint32, bitcast=True)
-            hist += tl.histogram(_dig(key, thr, sh, sc, VLIN), 256, mask=m)
+            hist += tl.histogram(_dig(key, thr, sh, f, sc, VLIN), 256, mask=m)
     # the row's digit histogram (integer atomics: exact, order-free) and this program's suffix counts
     # #(digit >= b), from which KD reads its offsets in two columns
     hb = tl.arange(0, 256)
@@ -518,6 +544,21 @@ def _tie_quota(eqs, need):
     return take + (more & (rank < need - tl.sum(take, 0))).to(tl.int32)
 
 
+@triton.jit
+def _kd_split(key, idx, live, thr, sh, f, sc, dsel, o_at, rs_at, SMALLR: tl.constexpr, VLIN: tl.constexpr):
+    """Mode 2's placement of one chunk of a region: its candidates of a digit above dsel to o_at, dsel's
+    members (key, index) to the rank scratch at rs_at, each in region order; how many of each."""
+    dg = _dig(key, thr, sh, f, sc, VLIN)
+    gt = live & (dg > dsel)
+    inb = live & (dg == dsel)
+    v = tl.cumsum(gt.to(tl.int32) + (inb.to(tl.int32) << 16), 0)   # both positions in one scan
+    tl.store(o_at + (v & 65535) - 1, idx, mask=gt)
+    rs = rs_at + (v >> 16) - 1
+    tl.store(rs, key.to(tl.int32, bitcast=True), mask=inb)
+    tl.store(rs + SMALLR, idx, mask=inb)
+    return tl.sum(gt.to(tl.int32), 0), tl.sum(inb.to(tl.int32), 0)
+
+
 @triton.jit(do_not_specialize=NO_SPEC + ["stride_x"])    # its one read of the logits (mode 3) is not the hot loop
 def _kd_place(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, eq_ptr, ck_ptr, ci_ptr, hist_ptr, rh_ptr, rscr_ptr, info_ptr,
               rl_ptr, rr_ptr, out_ptr, stride_o, N, K, C, RC, RR: tl.constexpr, CB: tl.constexpr, RT: tl.constexpr,
@@ -549,14 +590,16 @@ def _kd_place(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, eq_ptr, ck_ptr, ci_ptr
         key_e = tl.load(ck_ptr + reg + o).to(tl.uint32, bitcast=True)
     L, k_eff = _row_len(len_ptr, row, N, K)
     thr = tl.load(thr_ptr + row * 4).to(tl.uint32, bitcast=True)
-    sh = tl.load(thr_ptr + row * 4 + 1).to(tl.uint32)
+    shf = tl.load(thr_ptr + row * 4 + 1)
+    sh = (shf & 255).to(tl.uint32)
+    f = (shf >> 8).to(tl.uint32)
     sc = tl.load(thr_ptr + row * 4 + 3).to(tl.float32, bitcast=True) if VLIN else 0.0
     cs_ = tl.arange(0, CB)
     cmask = cs_ < C
     gts = tl.load(cnt_ptr + row * C + cs_, mask=cmask, other=0)
     n_gt = tl.sum(gts, 0)
     dsel, k_rem, cnt = _pick_n(tl.load(rh_ptr + row * 256 + tl.arange(0, 256)), k_eff, 256)
-    ok = tl.max(gts, 0) <= tl.minimum(RC, RT)
+    ok = tl.max(gts, 0) <= RC
     eqs = tl.load(eq_ptr + row * C + cs_, mask=cmask, other=0)    # 0 unless KA marked a tie
     n_eq = tl.sum(eqs, 0)
     mode = tl.where(ok & (n_gt == k_eff), 1, tl.where(ok & (n_gt > k_eff) & (dsel < 255) & (cnt <= SMALLR), 2,
@@ -581,7 +624,11 @@ def _kd_place(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, eq_ptr, ck_ptr, ci_ptr
             idx = tl.load(ci_ptr + reg + o, mask=live, other=0)
         if mode != 2:
             off = tl.sum(tl.where(before, gts, 0), 0)
-            tl.store(o_row + off + tl.cumsum(live.to(tl.int32), 0) - 1, idx, mask=live)
+            tl.store(o_row + off + o, idx, mask=live)
+            # a region of more than RT candidates (RC > RT: ~1 program in 10^4 at C = 16), in chunks of RT
+            for b in range(RT, n_c, RT):
+                lv = b + o < n_c
+                tl.store(o_row + off + b + o, tl.load(ci_ptr + reg + b + o, mask=lv, other=0), mask=lv)
             if mode == 3:
                 # thr's copies after the n_gt candidates: the need = k_eff - n_gt of them spread over the
                 # programs (each takes the first take_c copies of its own part), so that each reads about
@@ -608,25 +655,28 @@ def _kd_place(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, eq_ptr, ck_ptr, ci_ptr
                 key = key_e
             else:
                 key = tl.load(ck_ptr + reg + o, mask=live, other=0).to(tl.uint32, bitcast=True)
-            dg = _dig(key, thr, sh, sc, VLIN)
-            gt = live & (dg > dsel)
-            inb = live & (dg == dsel)
             # suffix counts of the programs before this one at dsel + 1 (above dsel) and dsel
             sfx = hist_ptr + (row * C + cs_) * 256
             s_gt = tl.load(sfx + dsel + 1, mask=before, other=0)
             off_gt = tl.sum(s_gt, 0)
             off_eq = tl.sum(tl.load(sfx + dsel, mask=before, other=0) - s_gt, 0)
-            v = tl.cumsum(gt.to(tl.int32) + (inb.to(tl.int32) << 16), 0)   # both positions in one scan
-            tl.store(o_row + off_gt + (v & 65535) - 1, idx, mask=gt)
-            rs = rscr_ptr + row * 2 * SMALLR + off_eq + (v >> 16) - 1
-            tl.store(rs, key.to(tl.int32, bitcast=True), mask=inb)
-            tl.store(rs + SMALLR, idx, mask=inb)
+            rs = rscr_ptr + row * 2 * SMALLR + off_eq
+            n_g, n_e = _kd_split(key, idx, live, thr, sh, f, sc, dsel, o_row + off_gt, rs, SMALLR, VLIN)
+            for b in range(RT, n_c, RT):
+                lv = b + o < n_c
+                key_b = tl.load(ck_ptr + reg + b + o, mask=lv, other=0).to(tl.uint32, bitcast=True)
+                idx_b = tl.load(ci_ptr + reg + b + o, mask=lv, other=0)
+                g_b, e_b = _kd_split(key_b, idx_b, lv, thr, sh, f, sc, dsel, o_row + off_gt + n_g, rs + n_e,
+                                     SMALLR, VLIN)
+                n_g += g_b
+                n_e += e_b
 
 
 @triton.jit(do_not_specialize=NO_SPEC)
 def _kc_select(len_ptr, rscr_ptr, info_ptr, out_ptr, stride_o, N, K, KBLOCK: tl.constexpr, SMALLR: tl.constexpr,
-               PDL: tl.constexpr):
-    """grid (M,): mode 2 ranks dsel's members (at most SMALLR); every row gets its -1 padding."""
+               MID: tl.constexpr, PDL: tl.constexpr):
+    """grid (M,): mode 2 ranks dsel's members (at most SMALLR; up to MID of them in 64 x MID tiles, where MID > 0);
+    every row gets its -1 padding."""
     if PDL:
         tl.extra.cuda.gdc_wait()       # KD's placements and decisions
         tl.extra.cuda.gdc_launch_dependents()
@@ -639,6 +689,8 @@ def _kc_select(len_ptr, rscr_ptr, info_ptr, out_ptr, stride_o, N, K, KBLOCK: tl.
         rs = rscr_ptr + row * 2 * SMALLR
         if cnt <= 64:
             _rank_store(rs, cnt, k_rem, o_row + (k_eff - k_rem), 64, SMALLR)
+        elif MID > 0 and cnt <= MID:
+            _rank_store(rs, cnt, k_rem, o_row + (k_eff - k_rem), MID, SMALLR)
         else:
             _rank_store(rs, cnt, k_rem, o_row + (k_eff - k_rem), SMALLR, SMALLR)
     for start in range(0, K, KBLOCK):
@@ -833,11 +885,12 @@ def _r_place(x_ptr, stride_x, len_ptr, info_ptr, rl_ptr, rr_ptr, hist_ptr, out_p
 def _topk(logits, lengths, k, out, BLOCK, TARGET_CTAS, MAX_C, num_warps, SMALL, SEL_WARPS, NS, G,
               ALPHA_X2, BETA, ATOMIC=0, MIN_C=16, SMALLR=512, SPAN_BITS=9, SMALLTA=1024, HREG=0,
               KD_WARPS=4, PF=1, SCAN_MAX_ROWS=8, KA_WARPS=8, PDL=1, WARP=1, KD_EARLY=1, RBLOCK=1024, TIE=512, KTH=0,
-              RLIST=0, RGRID=256, VLIN=0, TIE_WHOLE=512, RMIN=0):
+              RLIST=0, RGRID=256, VLIN=0, TIE_WHOLE=512, RMIN=0, RROW=0, KDIG=0, KC_MID=0):
     M, N = logits.shape
     dev = logits.device
     assert BLOCK <= 32768 and N < 2 ** 31 and NS * G <= SMALL and MAX_C in (1, 2, 4, 8, 16, 32, 64)
     assert SMALL & (SMALL - 1) == 0
+    assert 0 <= KDIG < 128 and not (HREG and KDIG)     # HREG's in-scan histogram takes the plain shift only
     # the sample grows with the row: r's slack of BETA samples stands for about BETA L / S values above the k-th,
     # and S >= 4 BETA L / (3 k) keeps them at most half of the 1.5 k expected candidates, so that the regions of
     # RC slots do not overflow (NS = 64 at 256K overflowed 128-slot regions: ~1.1 ms, KC's one-program fallback)
@@ -845,15 +898,18 @@ def _topk(logits, lengths, k, out, BLOCK, TARGET_CTAS, MAX_C, num_warps, SMALL, 
     nblk = triton.cdiv(max(N, 1), BLOCK)
     want = max(MIN_C, triton.next_power_of_2(triton.cdiv(TARGET_CTAS, M)))
     C = min(want, MAX_C, 1 << (nblk.bit_length() - 1))       # a power of two <= MAX_C (64) and <= nblk
-    # a region's slots: >= SMALL / C + 64 while C <= 64 (a row read whole), and at least RMIN: on sampled rows
-    # ~100-230 candidates a program, and a region of 128 or 256 slots overflowed on ~0.1-0.6% of rows, each
-    # sending its call to the refine (+30-45 us); KD's vector is RT >= 512 wide anyway (docs/kernels.md)
-    RC = max(2 * SMALL // C, RMIN)
+    # a region's slots: >= SMALL / C + 64 while C <= 64 (a row read whole), at least RMIN and RROW / C: a region
+    # that overflows sends its row, and so its call, to the refine (+30-60 us). A sampled row has ~4800
+    # candidates (up to ~8000): 128-256 slots overflowed on ~0.1-0.6% of rows at C = 64-32, 512 on ~1 row in
+    # 2500 at C = 16 (docs/kernels.md, "No refine at 64-128 rows")
+    RC = max(2 * SMALL // C, RMIN, RROW // C)
     CB = 64                                                   # programs per row, at most
     thr = torch.empty((M, 4), dtype=torch.int32, device=dev)     # threshold key, digit shift, tie mark
     cnt = torch.empty((M, C), dtype=torch.int32, device=dev)      # zeroed by KA, written by KB: no memset
     eqc = torch.empty((M, C), dtype=torch.int32, device=dev)      # KB: copies of thr per program on a tie row
-    RT = 512 if RC <= 512 else 2048                           # slots KD's early load reads per region
+    # slots KD's early load reads per region: 2048 where rows read whole fill regions of 2 SMALL / C > 512 slots
+    # (one wide load beat 512-slot chunks there), else 512; a program with more candidates places them in chunks
+    RT = 512 if 2 * SMALL // C <= 512 else 2048
     # KD's early load reads RT slots of every region unmasked: past the last region of cand[1] lie
     # RT - RC allocated slots, so that read never leaves the buffer (it read up to RT - RC slots past its end)
     cand = torch.empty(2 * M * C * RC + max(0, RT - RC), dtype=torch.int32, device=dev)[:2 * M * C * RC]
@@ -885,13 +941,13 @@ def _topk(logits, lengths, k, out, BLOCK, TARGET_CTAS, MAX_C, num_warps, SMALL, 
         ATOMIC = 0      # few rows (programs of one or two blocks): a block scan beats slots from atomics
     _ka_sample[(M,)](logits, sx, lengths, thr, cnt, rhist, scra, rlist, N, k, SMALL, C, NS=NS, G=G, ALPHA_X2=ALPHA_X2, BETA=BETA,
                      CB=CB, SMALLTA=SMALLTA, SPAN_BITS=SPAN_BITS, PDL=pdl, FULL=SMALL, TIE=TIE, KTH=KTH, VLIN=VLIN, TIE_WHOLE=TIE_WHOLE,
-                     num_warps=KA_WARPS)
+                     KDIG=KDIG, num_warps=KA_WARPS)
     _kb_filter[(M, C)](logits, sx, lengths, thr, cnt, eqc, cand[0], cand[1], hist, rhist, N, k, C, RC, BLOCK=BLOCK,
                        ATOMIC=ATOMIC, HB=256, HREG=HREG, PF=PF, PDL=pdl, WARP=warp, VLIN=VLIN, num_warps=num_warps, **lp, **kb_regs)
     _kd_place[(M, C)](logits, sx, lengths, thr, cnt, eqc, cand[0], cand[1], hist, rhist, rscr, info, rlist, rr, out,
                       out.stride(0), N, k, C, RC, RR=RR, CB=CB, RT=RT, SMALLR=SMALLR, PDL=pdl, EARLY=KD_EARLY,
                       TB=1024, VLIN=VLIN, num_warps=KD_WARPS, **lp)
-    _kc_select[(M,)](lengths, rscr, info, out, out.stride(0), N, k, KBLOCK=1024, SMALLR=SMALLR, PDL=pdl,
+    _kc_select[(M,)](lengths, rscr, info, out, out.stride(0), N, k, KBLOCK=1024, SMALLR=SMALLR, MID=KC_MID, PDL=pdl,
                      num_warps=SEL_WARPS, **lp)
     # the refine: launched every call (no host sync decides it). Grid (M, C): every other row's programs return
     # at once; RLIST: grid (P, C), the programs loop over the rows KD listed (none: each returns after one load)
