@@ -216,9 +216,9 @@ def _ka_sample(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, rh_ptr, scr_ptr, rl_p
             if KDIG > 0:
                 # the bit length alone puts the sampled k-th anywhere in 64..127, so the true k-th (up to ~2.8x
                 # the sampled distance on 8K rows of the families) passed the 255 clamp on ~1 row in 2500, and
-                # that row's call took the refine (docs/kernels.md, "The k-th's digit to an eighth of an
-                # octave"). The same one histogram in eighths of an octave (bit length x 8 + the next three
-                # bits; every distance below 2^7 in bin 0): the sampled k-th's distance lies in
+                # that row's call took the refine (docs/kernels.md, "no refine at 64-128 rows"). The same one
+                # histogram in eighths of an octave (bit length x 8 + the next three bits; every distance
+                # below 2^7 in bin 0): the sampled k-th's distance lies in
                 # [(128 + 16 m) << (nbk - 8), (144 + 16 m) << (nbk - 8)), m = q8 & 7, and f scales that lower
                 # edge to digit KDIG, so the k-th lands in KDIG..1.125 KDIG
                 q8, _ = _pick(tl.histogram(tl.where(above, tl.maximum((bits >> 20) - (133 << 3), 0), 0), 256,
@@ -901,7 +901,7 @@ def _topk(logits, lengths, k, out, BLOCK, TARGET_CTAS, MAX_C, num_warps, SMALL, 
     # a region's slots: >= SMALL / C + 64 while C <= 64 (a row read whole), at least RMIN and RROW / C: a region
     # that overflows sends its row, and so its call, to the refine (+30-60 us). A sampled row has ~4800
     # candidates (up to ~8000): 128-256 slots overflowed on ~0.1-0.6% of rows at C = 64-32, 512 on ~1 row in
-    # 2500 at C = 16 (docs/kernels.md, "No refine at 64-128 rows")
+    # 2500 at C = 16 (docs/kernels.md, "no refine at 64-128 rows")
     RC = max(2 * SMALL // C, RMIN, RROW // C)
     CB = 64                                                   # programs per row, at most
     thr = torch.empty((M, 4), dtype=torch.int32, device=dev)     # threshold key, digit shift, tie mark
