@@ -183,11 +183,12 @@ def test_a_region_of_more_than_512_candidates_is_placed_in_chunks():
     assert small[:, 0].tolist() == [0, 0] and large[:, 0].tolist() == [2, 3]
 
 
-def test_the_kth_digit_to_a_64th_lands_near_kdig():
-    """With KDIG the sampled k-th key's distance above thr, known to an eighth of an octave, is scaled to digit
-    KDIG..1.125 KDIG instead of anywhere in 64-127: over normal rows whose sample matches the row (every 23rd value, G
-    = 8 of NS = 32 groups), the true k-th key's digit stays within a factor ~2 of KDIG, and the factor f < 2^16
-    with the shift one less is what KA stored. With KDIG = 0 the word holds the plain shift (f = 2^16)."""
+def test_the_kth_digit_from_eighths_of_an_octave_lands_near_kdig():
+    """With KDIG, KA stores a shift and a factor f < 2^16 that put the sampled k-th key's distance above thr
+    (known to an eighth of an octave) on digits KDIG..1.125 KDIG instead of anywhere in 64-127. On normal rows of
+    6000 (a sample of 256 values) the true k-th key's digit, computed here from KA's word as _dig does, stays
+    within a factor 2 of KDIG, and every row takes mode 2. With KDIG = 0 the word holds the plain shift
+    (f = 2^16)."""
     g = torch.Generator().manual_seed(29)
     M, N, k = 6, 6000, 300
     x = torch.randn(M, N, generator=g)
