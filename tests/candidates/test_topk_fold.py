@@ -24,7 +24,7 @@ spec = importlib.util.spec_from_file_location("v20", sys.argv[1])
 m = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(m)
 fn = m._kb_filter
-consts = {"BLOCK": 1024, "ATOMIC": 1, "HB": 256, "HREG": 0, "PF": 2, "PDL": 1, "WARP": 1}
+consts = {"BLOCK": 1024, "ATOMIC": 1, "HB": 256, "HREG": 0, "PF": 2, "PDL": 1, "WARP": 1, "TIE2": 0}
 sig, attrs = {}, {}
 for i, a in enumerate(fn.arg_names):
     if a in consts:

@@ -19,7 +19,7 @@ PATHS = [(KEY, dict(V8, VLIN=0), "key"), (KEY, dict(V8, ATOMIC=0, SPAN_BITS=8, K
          (KEY, dict(V8, ALPHA_X2=0, BETA=1, SCAN_MAX_ROWS=0, PF=1, RLIST=0), "key-fallback-low-pf1-grid"),
          (KEY, dict(V8, SMALLR=4, SMALLTA=8, SPAN_BITS=8), "key-small-tiles-span8"),
          (KEY, dict(V8, BLOCK=1024, HREG=1, VLIN=0), "key-one-block-hreg"),
-         (KEY, dict(V8, KDIG=80, KC_MID=128, RROW=16384), "key-kdig-kcmid-rrow")]
+         (KEY, dict(V8, KDIG=80, KC_MID=128, RROW=16384, TIE2=1), "key-options-on")]
 
 
 def _relu_cases():
@@ -181,6 +181,27 @@ def test_a_region_of_more_than_512_candidates_is_placed_in_chunks():
     _, _, thr, large = _run_key(dict(V8, RROW=16384), x, lengths, k)
     assert thr[:, 2].tolist() == [0, 1]                   # row 1 marked a tie at 1.0
     assert small[:, 0].tolist() == [0, 0] and large[:, 0].tolist() == [2, 3]
+
+
+def test_a_tie_bucket_above_the_marked_threshold_holding_the_kth_takes_mode_4():
+    """The ties family's straddle: the sample marks a tie at the second bucket (1.0, half the row) because the top
+    bucket (2.0, k + 50 copies) has fewer samples than r, so every candidate is a copy of 2.0 (row 0; row 1 also
+    has 10 values of 3.0 above it) and the k-th's digit holds more than SMALLR of them: the refine, without TIE2.
+    With TIE2, KD takes the candidates above q2 = 2.0 and then k - 10 or k copies of 2.0 in index order (mode 4).
+    Exact both ways; row 2, whose top bucket holds fewer than k, takes mode 3 both ways."""
+    g = torch.Generator().manual_seed(31)
+    M, N, k = 3, 12000, 600
+    x = torch.randn(M, N, generator=g) * 0.1 - 3.0
+    for r, top in enumerate((k + 50, k + 50, k - 50)):
+        perm = torch.randperm(N, generator=g)
+        x[r, perm[:6000]] = 1.0
+        x[r, perm[6000:6000 + top]] = 2.0
+    x[1, torch.randperm(N, generator=g)[:10]] = 3.0
+    lengths = torch.full((M,), N, dtype=torch.int32)
+    _, _, thr, off = _run_key(dict(V8, TIE2=0), x, lengths, k)
+    _, _, _, on = _run_key(dict(V8, TIE2=1), x, lengths, k)
+    assert thr[:, 2].tolist() == [1, 1, 1]                # marked at 1.0
+    assert off[:, 0].tolist() == [0, 0, 3] and on[:, 0].tolist() == [4, 4, 3]
 
 
 def test_the_kth_digit_from_eighths_of_an_octave_lands_near_kdig():

@@ -38,7 +38,9 @@ Values map to order-preserving uint32 keys (as in seed.py). The common path:
       k_eff); mode 2 (n_gt > k_eff, the k-th candidate's digit d < 255 with at most SMALLR members) the
       candidates of a larger digit to the output and d's members to the rank scratch; mode 3 (a marked row,
       n_gt < k_eff <= n_gt + the copies of thr) all candidates, then k_eff - n_gt copies of thr, each program
-      taking the first of its own part by a share of the count (_tie_quota). Other rows: mode 0.
+      taking the first of its own part by a share of the count (_tie_quota); with TIE2, mode 4 (a marked row
+      whose candidates are q2, the next key above thr, and keys above q2, with the k-th at q2) the same with q2
+      in thr's place. Other rows: mode 0.
   KC  grid (M,): mode 2 ranks d's members pairwise on (key desc, index asc) in 64 x R tiles, R = 64 or SMALLR
       by their count (or KC_MID = 128 between them); every row gets its -1 padding.
 The refine, for mode-0 rows (a region overflowed, too few candidates, a tie bucket or a crowded digit at the
@@ -67,7 +69,7 @@ PARAMS = {"BLOCK": 1024, "TARGET_CTAS": 1024, "MAX_C": 64, "num_warps": 4, "SMAL
           "NS": 64, "G": 16, "ALPHA_X2": 3, "BETA": 12, "ATOMIC": 1, "MIN_C": 16,
           "SMALLR": 512, "SPAN_BITS": 9, "SMALLTA": 1024, "HREG": 0, "KD_WARPS": 4, "PF": 2, "SCAN_MAX_ROWS": 8, "KA_WARPS": 8, "PDL": 1,
           "WARP": 1, "KD_EARLY": 1, "RBLOCK": 2048, "TIE": 512, "KTH": 2, "RLIST": 1, "RMIN": 512, "RROW": 0,
-          "RGRID": 256, "VLIN": 1, "TIE_WHOLE": 512, "KDIG": 0, "KC_MID": 0}
+          "RGRID": 256, "VLIN": 1, "TIE_WHOLE": 512, "KDIG": 0, "KC_MID": 0, "TIE2": 0}
 SPACE = {"BLOCK": [512, 1024, 2048, 4096, 8192], "TARGET_CTAS": [264, 512, 1024, 2048], "MAX_C": [16, 32, 64],
          "num_warps": [2, 4, 8], "SMALL": [4096, 8192], "SEL_WARPS": [4, 8, 16], "NS": [64, 128, 256],
          "G": [8, 16, 32], "ALPHA_X2": [2, 3, 4], "BETA": [4, 12, 24], "ATOMIC": [0, 1],
@@ -76,7 +78,7 @@ SPACE = {"BLOCK": [512, 1024, 2048, 4096, 8192], "TARGET_CTAS": [264, 512, 1024,
          "SCAN_MAX_ROWS": [0, 4, 8, 16], "KA_WARPS": [4, 8], "PDL": [0, 1],
          "WARP": [0, 1], "KD_EARLY": [0, 1], "RBLOCK": [1024, 2048, 4096], "TIE": [0, 256, 512, 2048],
          "KTH": [0, 2, 3], "RLIST": [0, 1], "RGRID": [128, 256, 512],
-         "VLIN": [0, 1], "TIE_WHOLE": [0, 64, 128, 256, 512], "KDIG": [0, 64, 80, 96], "KC_MID": [0, 128, 256]}
+         "VLIN": [0, 1], "TIE_WHOLE": [0, 64, 128, 256, 512], "KDIG": [0, 64, 80, 96], "KC_MID": [0, 128, 256], "TIE2": [0, 1]}
 
 
 @triton.jit
@@ -166,11 +168,11 @@ NO_SPEC = ["N", "C"]
 
 
 @triton.jit(do_not_specialize=NO_SPEC)
-def _ka_sample(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, rh_ptr, scr_ptr, rl_ptr, N, K, SMALL, C, NS: tl.constexpr,
+def _ka_sample(x_ptr, stride_x, len_ptr, thr_ptr, t2_ptr, cnt_ptr, rh_ptr, scr_ptr, rl_ptr, N, K, SMALL, C, NS: tl.constexpr,
                G: tl.constexpr, ALPHA_X2: tl.constexpr, BETA: tl.constexpr, CB: tl.constexpr,
                SMALLTA: tl.constexpr, SPAN_BITS: tl.constexpr, PDL: tl.constexpr, FULL: tl.constexpr,
                TIE: tl.constexpr, KTH: tl.constexpr, VLIN: tl.constexpr, TIE_WHOLE: tl.constexpr,
-               KDIG: tl.constexpr):
+               KDIG: tl.constexpr, TIE2: tl.constexpr):
     row = tl.program_id(0)
     if PDL:
         tl.extra.cuda.gdc_launch_dependents()     # KB may start now: it waits for this grid before reading its output
@@ -187,6 +189,7 @@ def _ka_sample(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, rh_ptr, scr_ptr, rl_p
     tie = tl.zeros([], dtype=tl.int32)
     nbk = tl.zeros([], dtype=tl.int32)
     f = tl.full([], 65536, tl.int32)        # _dig's factor: 2^16, the plain shift
+    q2 = tl.full([], 0xFFFFFFFF, tl.uint32)  # TIE2: the smallest key above a marked thr (sampled, or the row's)
     if L > SMALL:
         gap = tl.multiple_of(L // NS // G * G, G)       # groups start at multiples of G: wide loads
         key = _key(tl.load(x_ptr + row.to(tl.int64) * stride_x + (s_ // G) * gap + s_ % G))
@@ -201,6 +204,7 @@ def _ka_sample(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, rh_ptr, scr_ptr, rl_p
             q = tl.min(tl.where(key >= thr, key, tl.full([], 0xFFFFFFFF, tl.uint32)), 0)
             tie = (tl.sum((key == q).to(tl.int32), 0) > (TIE * S) // L).to(tl.int32)
             thr = tl.where(tie != 0, q, thr)
+            q2 = tl.min(tl.where(key > thr, key, tl.full([], 0xFFFFFFFF, tl.uint32)), 0)
         span = tl.max(key, 0) - thr
         if KTH > 0:
             # the digit scale from the k-th: nbk, the bit length of the distance above thr of the sampled key
@@ -244,6 +248,7 @@ def _ka_sample(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, rh_ptr, scr_ptr, rl_p
             q = tl.min(tl.where(m & (key >= t), key, tl.full([], 0xFFFFFFFF, tl.uint32)), 0)
             tie = (tl.sum((m & (key == q)).to(tl.int32), 0) > TIE_WHOLE).to(tl.int32)
             thr = tl.where(tie != 0, q, thr)
+            q2 = tl.min(tl.where(m & (key > thr), key, tl.full([], 0xFFFFFFFF, tl.uint32)), 0)
         span = tl.max(tl.where(m, key, 0), 0) - thr
     # the digit shift: (largest sample - thr) >> sh lands in [2^(SPAN_BITS-1), 2^SPAN_BITS), or with KTH the
     # k-th's distance as above; KB and KC clamp digits to 255, so what lies above shares the last digit
@@ -254,6 +259,8 @@ def _ka_sample(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, rh_ptr, scr_ptr, rl_p
     tl.store(thr_ptr + row * 4, thr.to(tl.int32, bitcast=True))
     tl.store(thr_ptr + row * 4 + 1, sh | (f << 8))      # the shift and _dig's factor, one word
     tl.store(thr_ptr + row * 4 + 2, tie)
+    if TIE2:
+        tl.store(t2_ptr + row, q2.to(tl.int32, bitcast=True))
     if VLIN:
         # value-linear digits where thr < 0 lies below a positive largest key: across zero, keys are not linear
         # in the value (the keys of -0.1 and 0.1 are ~2^31 apart, those of 0.1 and 1.9 ~2^25), and both
@@ -412,9 +419,9 @@ def _kb_eq(eqv, key, m, thr, tie):
 
 
 @triton.jit(do_not_specialize=NO_SPEC)
-def _kb_filter(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, eq_ptr, ck_ptr, ci_ptr, hist_ptr, rh_ptr, N, K, C,
-               RC, BLOCK: tl.constexpr, ATOMIC: tl.constexpr, HB: tl.constexpr, HREG: tl.constexpr, PF: tl.constexpr,
-               PDL: tl.constexpr, WARP: tl.constexpr, VLIN: tl.constexpr):
+def _kb_filter(x_ptr, stride_x, len_ptr, thr_ptr, t2_ptr, cnt_ptr, eq_ptr, g2_ptr, ck_ptr, ci_ptr, hist_ptr, rh_ptr,
+               N, K, C, RC, BLOCK: tl.constexpr, ATOMIC: tl.constexpr, HB: tl.constexpr, HREG: tl.constexpr,
+               PF: tl.constexpr, PDL: tl.constexpr, WARP: tl.constexpr, VLIN: tl.constexpr, TIE2: tl.constexpr):
     row = tl.program_id(0)
     c = tl.program_id(1)
     x_row = x_ptr + row.to(tl.int64) * stride_x
@@ -490,13 +497,25 @@ def _kb_filter(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, eq_ptr, ck_ptr, ci_pt
     else:
         tl.store(cnt_at, n_gt)
     if not HREG:
-        # the row-wide digit histogram of this program's candidates, re-read from its region
+        # the row-wide digit histogram of this program's candidates, re-read from its region; with TIE2, on a
+        # marked row, also its candidates above and equal to q2, the smallest key KA saw above thr (KD's mode 4)
         tl.debug_barrier()
+        q2 = tl.load(t2_ptr + row).to(tl.uint32, bitcast=True) if TIE2 else 0
+        n_a2 = 0
+        n_e2 = 0
         for s in range(0, tl.minimum(n_gt, RC), HB):
             o = s + tl.arange(0, HB)
             m = o < tl.minimum(n_gt, RC)
             key = tl.load(ck_ptr + reg + o, mask=m, other=0).to(tl.uint32, bitcast=True)
             hist += tl.histogram(_dig(key, thr, sh, f, sc, VLIN), 256, mask=m)
+            if TIE2:
+                if tie != 0:
+                    n_a2 += tl.sum((m & (key > q2)).to(tl.int32), 0)
+                    n_e2 += tl.sum((m & (key == q2)).to(tl.int32), 0)
+        if TIE2:
+            if tie != 0:
+                tl.store(g2_ptr + (row * C + c) * 2, n_a2)
+                tl.store(g2_ptr + (row * C + c) * 2 + 1, n_e2)
     # the row's digit histogram (integer atomics: exact, order-free) and this program's suffix counts
     # #(digit >= b), from which KD reads its offsets in two columns
     hb = tl.arange(0, 256)
@@ -559,11 +578,28 @@ def _kd_split(key, idx, live, thr, sh, f, sc, dsel, o_at, rs_at, SMALLR: tl.cons
     return tl.sum(gt.to(tl.int32), 0), tl.sum(inb.to(tl.int32), 0)
 
 
+@triton.jit
+def _kd_copies(x_row, c, C, L, T, o_at, mine, TB: tl.constexpr):
+    """The first `mine` values of key T in program c's part of the row (KB's split), in index order, to o_at."""
+    ch = tl.cdiv(tl.cdiv(L, C), 64) * 64
+    lo = c * ch
+    hi = tl.minimum(lo + ch, L)
+    taken = 0
+    for start in range(lo, hi, TB):
+        if taken < mine:
+            offs = start + tl.arange(0, TB)
+            m = offs < hi
+            eq = m & (_key(tl.load(x_row + offs, mask=m, other=0.0)) == T)
+            e = taken + tl.cumsum(eq.to(tl.int32), 0)
+            tl.store(o_at + e - 1, offs, mask=eq & (e <= mine))
+            taken += tl.sum(eq.to(tl.int32), 0)
+
+
 @triton.jit(do_not_specialize=NO_SPEC + ["stride_x"])    # its one read of the logits (mode 3) is not the hot loop
-def _kd_place(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, eq_ptr, ck_ptr, ci_ptr, hist_ptr, rh_ptr, rscr_ptr, info_ptr,
-              rl_ptr, rr_ptr, out_ptr, stride_o, N, K, C, RC, RR: tl.constexpr, CB: tl.constexpr, RT: tl.constexpr,
-              SMALLR: tl.constexpr, PDL: tl.constexpr, EARLY: tl.constexpr, TB: tl.constexpr,
-              VLIN: tl.constexpr):
+def _kd_place(x_ptr, stride_x, len_ptr, thr_ptr, t2_ptr, cnt_ptr, eq_ptr, g2_ptr, ck_ptr, ci_ptr, hist_ptr, rh_ptr,
+              rscr_ptr, info_ptr, rl_ptr, rr_ptr, out_ptr, stride_o, N, K, C, RC, RR: tl.constexpr, CB: tl.constexpr,
+              RT: tl.constexpr, SMALLR: tl.constexpr, PDL: tl.constexpr, EARLY: tl.constexpr, TB: tl.constexpr,
+              VLIN: tl.constexpr, TIE2: tl.constexpr):
     """grid (M, C): KC's two common cases spread over the row's C programs, each placing its own region.
     Every program of a row reads the same counts and tables and so reaches the same decision:
       mode 1, n_gt == k_eff: every candidate, at the offset of the regions before it.
@@ -573,6 +609,9 @@ def _kd_place(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, eq_ptr, ck_ptr, ci_ptr
       mode 3, a row KA marked a tie at thr (more than TIE copies of it, by the sample) with
         n_gt < k_eff <= n_gt + #(key == thr): every candidate as in mode 1, then k_eff - n_gt copies of thr,
         spread over the programs by the counts KB took (_tie_quota): each takes the first ones of its part.
+      mode 4 (TIE2), a marked row whose candidates are q2 (the smallest key KA saw above thr) and keys above it,
+        with n_a2 < k_eff <= n_a2 + #(key == q2): the n_a2 above q2, then copies of q2 as mode 3 takes thr's
+        (the ties family at 32K: the k-th in the top bucket of ~k copies, over SMALLR members for mode 2).
       mode 0: anything else (a region overflowed, too few candidates, a big or top digit bin): the refine
         kernels (_r_hist, _r_place) select the row over all its C programs; program 0 zeroes their scratch.
     Program 0 of the row records the mode, k_rem and the member count for KC.
@@ -604,6 +643,15 @@ def _kd_place(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, eq_ptr, ck_ptr, ci_ptr
     n_eq = tl.sum(eqs, 0)
     mode = tl.where(ok & (n_gt == k_eff), 1, tl.where(ok & (n_gt > k_eff) & (dsel < 255) & (cnt <= SMALLR), 2,
                     tl.where(ok & (n_gt < k_eff) & (n_gt + n_eq >= k_eff), 3, 0)))
+    if TIE2:
+        tie = tl.load(thr_ptr + row * 4 + 2)
+        q2 = tl.load(t2_ptr + row).to(tl.uint32, bitcast=True)
+        a2s = tl.where(tie != 0, tl.load(g2_ptr + (row * C + cs_) * 2, mask=cmask, other=0), 0)   # KB wrote
+        e2s = tl.where(tie != 0, tl.load(g2_ptr + (row * C + cs_) * 2 + 1, mask=cmask, other=0), 0)  # marked rows
+        n_a2 = tl.sum(a2s, 0)
+        n_e2 = tl.sum(e2s, 0)
+        mode = tl.where((mode == 0) & ok & (tie != 0) & (n_gt > k_eff) & (n_a2 + n_e2 == n_gt) & (n_a2 < k_eff),
+                        4, mode)
     if c == 0:
         if mode == 0:
             rb = tl.arange(0, 1024)
@@ -622,7 +670,7 @@ def _kd_place(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, eq_ptr, ck_ptr, ci_ptr
             idx = idx_e
         else:
             idx = tl.load(ci_ptr + reg + o, mask=live, other=0)
-        if mode != 2:
+        if (mode == 1) | (mode == 3):
             off = tl.sum(tl.where(before, gts, 0), 0)
             tl.store(o_row + off + o, idx, mask=live)
             # a region of more than RT candidates (RC > RT: ~1 program in 10^4 at C = 16), in chunks of RT
@@ -637,20 +685,8 @@ def _kd_place(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, eq_ptr, ck_ptr, ci_ptr
                 take = _tie_quota(eqs, need)
                 off_t = n_gt + tl.sum(tl.where(before, take, 0), 0)
                 mine = tl.sum(tl.where(cs_ == c, take, 0), 0)
-                taken = 0
-                x_row = x_ptr + row.to(tl.int64) * stride_x
-                ch = tl.cdiv(tl.cdiv(L, C), 64) * 64        # KB's part of the row
-                lo = c * ch
-                hi = tl.minimum(lo + ch, L)
-                for start in range(lo, hi, TB):
-                    if taken < mine:
-                        offs = start + tl.arange(0, TB)
-                        m = offs < hi
-                        eq = m & (_key(tl.load(x_row + offs, mask=m, other=0.0)) == thr)
-                        e = taken + tl.cumsum(eq.to(tl.int32), 0)
-                        tl.store(o_row + off_t + e - 1, offs, mask=eq & (e <= mine))
-                        taken += tl.sum(eq.to(tl.int32), 0)
-        else:
+                _kd_copies(x_ptr + row.to(tl.int64) * stride_x, c, C, L, thr, o_row + off_t, mine, TB)
+        elif mode == 2:
             if EARLY:
                 key = key_e
             else:
@@ -670,6 +706,28 @@ def _kd_place(x_ptr, stride_x, len_ptr, thr_ptr, cnt_ptr, eq_ptr, ck_ptr, ci_ptr
                                      SMALLR, VLIN)
                 n_g += g_b
                 n_e += e_b
+        if TIE2:
+            if mode == 4:
+                # the candidates above q2 (region order, after those of the programs before it), then q2's
+                # copies as mode 3 takes thr's
+                off = tl.sum(tl.where(before, a2s, 0), 0)
+                if EARLY:
+                    key = key_e
+                else:
+                    key = tl.load(ck_ptr + reg + o, mask=live, other=0).to(tl.uint32, bitcast=True)
+                ab = live & (key > q2)
+                tl.store(o_row + off + tl.cumsum(ab.to(tl.int32), 0) - 1, idx, mask=ab)
+                n_ab = tl.sum(ab.to(tl.int32), 0)
+                for b in range(RT, n_c, RT):
+                    lv = b + o < n_c
+                    ab = lv & (tl.load(ck_ptr + reg + b + o, mask=lv, other=0).to(tl.uint32, bitcast=True) > q2)
+                    idx_b = tl.load(ci_ptr + reg + b + o, mask=lv, other=0)
+                    tl.store(o_row + off + n_ab + tl.cumsum(ab.to(tl.int32), 0) - 1, idx_b, mask=ab)
+                    n_ab += tl.sum(ab.to(tl.int32), 0)
+                take = _tie_quota(e2s, k_eff - n_a2)
+                off_t = n_a2 + tl.sum(tl.where(before, take, 0), 0)
+                mine = tl.sum(tl.where(cs_ == c, take, 0), 0)
+                _kd_copies(x_ptr + row.to(tl.int64) * stride_x, c, C, L, q2, o_row + off_t, mine, TB)
 
 
 @triton.jit(do_not_specialize=NO_SPEC)
@@ -885,12 +943,13 @@ def _r_place(x_ptr, stride_x, len_ptr, info_ptr, rl_ptr, rr_ptr, hist_ptr, out_p
 def _topk(logits, lengths, k, out, BLOCK, TARGET_CTAS, MAX_C, num_warps, SMALL, SEL_WARPS, NS, G,
               ALPHA_X2, BETA, ATOMIC=0, MIN_C=16, SMALLR=512, SPAN_BITS=9, SMALLTA=1024, HREG=0,
               KD_WARPS=4, PF=1, SCAN_MAX_ROWS=8, KA_WARPS=8, PDL=1, WARP=1, KD_EARLY=1, RBLOCK=1024, TIE=512, KTH=0,
-              RLIST=0, RGRID=256, VLIN=0, TIE_WHOLE=512, RMIN=0, RROW=0, KDIG=0, KC_MID=0):
+              RLIST=0, RGRID=256, VLIN=0, TIE_WHOLE=512, RMIN=0, RROW=0, KDIG=0, KC_MID=0, TIE2=0):
     M, N = logits.shape
     dev = logits.device
     assert BLOCK <= 32768 and N < 2 ** 31 and NS * G <= SMALL and MAX_C in (1, 2, 4, 8, 16, 32, 64)
     assert SMALL & (SMALL - 1) == 0
     assert 0 <= KDIG < 128 and not (HREG and KDIG)     # HREG's in-scan histogram takes the plain shift only
+    assert not (HREG and TIE2)                         # TIE2's counts come from KB's re-read, which HREG skips
     # the sample grows with the row: r's slack of BETA samples stands for about BETA L / S values above the k-th,
     # and S >= 4 BETA L / (3 k) keeps them at most half of the 1.5 k expected candidates, so that the regions of
     # RC slots do not overflow (NS = 64 at 256K overflowed 128-slot regions: ~1.1 ms, KC's one-program fallback)
@@ -907,6 +966,8 @@ def _topk(logits, lengths, k, out, BLOCK, TARGET_CTAS, MAX_C, num_warps, SMALL, 
     thr = torch.empty((M, 4), dtype=torch.int32, device=dev)     # threshold key, digit shift, tie mark
     cnt = torch.empty((M, C), dtype=torch.int32, device=dev)      # zeroed by KA, written by KB: no memset
     eqc = torch.empty((M, C), dtype=torch.int32, device=dev)      # KB: copies of thr per program on a tie row
+    t2 = torch.empty(M, dtype=torch.int32, device=dev)            # TIE2: KA's q2, the smallest key above thr
+    g2 = torch.empty((M, C, 2), dtype=torch.int32, device=dev)    # TIE2: KB's candidates above and equal to q2
     # slots KD's early load reads per region: 2048 where rows read whole fill regions of 2 SMALL / C > 512 slots
     # (one wide load beat 512-slot chunks there), else 512; a program with more candidates places them in chunks
     RT = 512 if 2 * SMALL // C <= 512 else 2048
@@ -939,14 +1000,15 @@ def _topk(logits, lengths, k, out, BLOCK, TARGET_CTAS, MAX_C, num_warps, SMALL, 
         ATOMIC = 1      # not used by the warp slots: one KB compile for every M
     elif M <= SCAN_MAX_ROWS:
         ATOMIC = 0      # few rows (programs of one or two blocks): a block scan beats slots from atomics
-    _ka_sample[(M,)](logits, sx, lengths, thr, cnt, rhist, scra, rlist, N, k, SMALL, C, NS=NS, G=G, ALPHA_X2=ALPHA_X2, BETA=BETA,
-                     CB=CB, SMALLTA=SMALLTA, SPAN_BITS=SPAN_BITS, PDL=pdl, FULL=SMALL, TIE=TIE, KTH=KTH, VLIN=VLIN, TIE_WHOLE=TIE_WHOLE,
-                     KDIG=KDIG, num_warps=KA_WARPS)
-    _kb_filter[(M, C)](logits, sx, lengths, thr, cnt, eqc, cand[0], cand[1], hist, rhist, N, k, C, RC, BLOCK=BLOCK,
-                       ATOMIC=ATOMIC, HB=256, HREG=HREG, PF=PF, PDL=pdl, WARP=warp, VLIN=VLIN, num_warps=num_warps, **lp, **kb_regs)
-    _kd_place[(M, C)](logits, sx, lengths, thr, cnt, eqc, cand[0], cand[1], hist, rhist, rscr, info, rlist, rr, out,
-                      out.stride(0), N, k, C, RC, RR=RR, CB=CB, RT=RT, SMALLR=SMALLR, PDL=pdl, EARLY=KD_EARLY,
-                      TB=1024, VLIN=VLIN, num_warps=KD_WARPS, **lp)
+    _ka_sample[(M,)](logits, sx, lengths, thr, t2, cnt, rhist, scra, rlist, N, k, SMALL, C, NS=NS, G=G, ALPHA_X2=ALPHA_X2,
+                     BETA=BETA, CB=CB, SMALLTA=SMALLTA, SPAN_BITS=SPAN_BITS, PDL=pdl, FULL=SMALL, TIE=TIE, KTH=KTH,
+                     VLIN=VLIN, TIE_WHOLE=TIE_WHOLE, KDIG=KDIG, TIE2=TIE2, num_warps=KA_WARPS)
+    _kb_filter[(M, C)](logits, sx, lengths, thr, t2, cnt, eqc, g2, cand[0], cand[1], hist, rhist, N, k, C, RC, BLOCK=BLOCK,
+                       ATOMIC=ATOMIC, HB=256, HREG=HREG, PF=PF, PDL=pdl, WARP=warp, VLIN=VLIN, TIE2=TIE2,
+                       num_warps=num_warps, **lp, **kb_regs)
+    _kd_place[(M, C)](logits, sx, lengths, thr, t2, cnt, eqc, g2, cand[0], cand[1], hist, rhist, rscr, info, rlist, rr,
+                      out, out.stride(0), N, k, C, RC, RR=RR, CB=CB, RT=RT, SMALLR=SMALLR, PDL=pdl, EARLY=KD_EARLY,
+                      TB=1024, VLIN=VLIN, TIE2=TIE2, num_warps=KD_WARPS, **lp)
     _kc_select[(M,)](lengths, rscr, info, out, out.stride(0), N, k, KBLOCK=1024, SMALLR=SMALLR, MID=KC_MID, PDL=pdl,
                      num_warps=SEL_WARPS, **lp)
     # the refine: launched every call (no host sync decides it). Grid (M, C): every other row's programs return
