@@ -204,7 +204,8 @@ def _ka_sample(x_ptr, stride_x, len_ptr, thr_ptr, t2_ptr, cnt_ptr, rh_ptr, scr_p
             q = tl.min(tl.where(key >= thr, key, tl.full([], 0xFFFFFFFF, tl.uint32)), 0)
             tie = (tl.sum((key == q).to(tl.int32), 0) > (TIE * S) // L).to(tl.int32)
             thr = tl.where(tie != 0, q, thr)
-            q2 = tl.min(tl.where(key > thr, key, tl.full([], 0xFFFFFFFF, tl.uint32)), 0)
+            if TIE2:
+                q2 = tl.min(tl.where(key > thr, key, tl.full([], 0xFFFFFFFF, tl.uint32)), 0)
         span = tl.max(key, 0) - thr
         if KTH > 0:
             # the digit scale from the k-th: nbk, the bit length of the distance above thr of the sampled key
@@ -248,7 +249,8 @@ def _ka_sample(x_ptr, stride_x, len_ptr, thr_ptr, t2_ptr, cnt_ptr, rh_ptr, scr_p
             q = tl.min(tl.where(m & (key >= t), key, tl.full([], 0xFFFFFFFF, tl.uint32)), 0)
             tie = (tl.sum((m & (key == q)).to(tl.int32), 0) > TIE_WHOLE).to(tl.int32)
             thr = tl.where(tie != 0, q, thr)
-            q2 = tl.min(tl.where(m & (key > thr), key, tl.full([], 0xFFFFFFFF, tl.uint32)), 0)
+            if TIE2:
+                q2 = tl.min(tl.where(m & (key > thr), key, tl.full([], 0xFFFFFFFF, tl.uint32)), 0)
         span = tl.max(tl.where(m, key, 0), 0) - thr
     # the digit shift: (largest sample - thr) >> sh lands in [2^(SPAN_BITS-1), 2^SPAN_BITS), or with KTH the
     # k-th's distance as above; KB and KC clamp digits to 255, so what lies above shares the last digit
