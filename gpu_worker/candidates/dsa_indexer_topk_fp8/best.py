@@ -83,7 +83,7 @@ def _to_global(out_ptr, bt_ptr, stride_bt, K, PG: tl.constexpr, BLOCK: tl.conste
     tl.store(out_ptr + m.to(tl.int64) * K + offs, tl.where(live, page * PG + j % PG, -1), mask=inside)
 
 
-# FOLD BEGIN: written by gpu_worker/candidates/fold_topk.py from dsa_topk/best.py, digest 09277b5b2f0a1d59
+# FOLD BEGIN: written by gpu_worker/candidates/fold_topk.py from dsa_topk/best.py, digest 07eb1ccd95a41df5
 
 
 @triton.jit
@@ -586,6 +586,13 @@ def _kd_split(key, idx, live, thr, sh, f, sc, dsel, o_at, rs_at, SMALLR: tl.cons
 
 
 @triton.jit
+def _kd_take(idx, sel, o_at):
+    """idx[sel] to o_at, in order; how many."""
+    tl.store(o_at + tl.cumsum(sel.to(tl.int32), 0) - 1, idx, mask=sel)
+    return tl.sum(sel.to(tl.int32), 0)
+
+
+@triton.jit
 def _kd_copies(x_row, c, C, L, T, o_at, mine, TB: tl.constexpr):
     """The first `mine` values of key T in program c's part of the row (KB's split), in index order, to o_at."""
     ch = tl.cdiv(tl.cdiv(L, C), 64) * 64
@@ -722,15 +729,12 @@ def _kd_place(x_ptr, stride_x, len_ptr, thr_ptr, t2_ptr, cnt_ptr, eq_ptr, g2_ptr
                     key = key_e
                 else:
                     key = tl.load(ck_ptr + reg + o, mask=live, other=0).to(tl.uint32, bitcast=True)
-                ab = live & (key > q2)
-                tl.store(o_row + off + tl.cumsum(ab.to(tl.int32), 0) - 1, idx, mask=ab)
-                n_ab = tl.sum(ab.to(tl.int32), 0)
+                n_ab = _kd_take(idx, live & (key > q2), o_row + off)
                 for b in range(RT, n_c, RT):
                     lv = b + o < n_c
-                    ab = lv & (tl.load(ck_ptr + reg + b + o, mask=lv, other=0).to(tl.uint32, bitcast=True) > q2)
+                    key_b = tl.load(ck_ptr + reg + b + o, mask=lv, other=0).to(tl.uint32, bitcast=True)
                     idx_b = tl.load(ci_ptr + reg + b + o, mask=lv, other=0)
-                    tl.store(o_row + off + n_ab + tl.cumsum(ab.to(tl.int32), 0) - 1, idx_b, mask=ab)
-                    n_ab += tl.sum(ab.to(tl.int32), 0)
+                    n_ab += _kd_take(idx_b, lv & (key_b > q2), o_row + off + n_ab)
                 take = _tie_quota(e2s, k_eff - n_a2)
                 off_t = n_a2 + tl.sum(tl.where(before, take, 0), 0)
                 mine = tl.sum(tl.where(cs_ == c, take, 0), 0)
