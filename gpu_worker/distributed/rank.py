@@ -2,7 +2,7 @@
 
 Order: force NVLink multicast off, join the process group (gloo on CPU, NCCL on CUDA, rendezvous
 through a file in the scratch directory), build the comm, load the candidate, report "load", only
-then receive the secret seed, then verify or benchmark. Messages go to the parent on a queue;
+then receive the secret seed, then verify or benchmark. Messages go to the parent on a pipe of its own;
 verification outputs go to files the parent judges (reference in float64, outside this process).
 """
 
@@ -19,7 +19,13 @@ from .env import force_multicast_off
 PG_TIMEOUT_S = 120
 
 
-def rank_main(rank: int, cfg: dict, out_q, seed_qs) -> None:
+def rank_main(rank: int, cfg: dict, pipes, seed_qs) -> None:
+    # every rank gets every rank's write end (spawn passes them all): it keeps its own, so that a rank that
+    # dies mid-message leaves its pipe with no writer and the parent's read ends (runner.py)
+    out = pipes[rank]
+    for other in pipes:
+        if other is not out:
+            other.close()
     force_multicast_off(os.environ)
     # local: torch loads only after force_multicast_off has set this process's environment
     import torch
@@ -29,7 +35,7 @@ def rank_main(rank: int, cfg: dict, out_q, seed_qs) -> None:
     device = cfg["device"]
 
     def send(**msg):
-        out_q.put(dict(msg, rank=rank))
+        out.send(dict(msg, rank=rank))
 
     send(type="env", env={k: os.environ.get(k) for k in ("NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST",
                                                           "NVSHMEM_DISABLE_NVLS")}, pid=os.getpid())

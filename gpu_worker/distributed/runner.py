@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
+from multiprocessing.connection import wait
 from pathlib import Path
 
 import torch
@@ -51,20 +52,33 @@ def run_ranks(cfg: dict, *, seed: int, timeout_s: float) -> RanksRun:
     """Spawn cfg["world_size"] ranks, hand each the seed after its candidate loaded, collect messages."""
     world = cfg["world_size"]
     ctx = mp.get_context("spawn")
-    out_q = ctx.SimpleQueue()
+    # One pipe per rank, and the parent keeps only the read ends once the ranks exist: a rank that dies in the
+    # middle of a message closes its pipe, and the read ends in EOFError instead of waiting for the rest
+    # (with one queue shared by all ranks, whose write end the parent also held, it waited forever).
+    pipes = [ctx.Pipe(duplex=False) for _ in range(world)]
     seed_qs = [ctx.SimpleQueue() for _ in range(world)]
     run = RanksRun()
     t0 = time.monotonic()
-    procs = mp.start_processes(rank_main, args=(cfg, out_q, seed_qs), nprocs=world, join=False, start_method="spawn")
+    procs = mp.start_processes(rank_main, args=(cfg, [w for _, w in pipes], seed_qs), nprocs=world, join=False,
+                               start_method="spawn")
+    for _, writer in pipes:
+        writer.close()
+    readers = [r for r, _ in pipes]
     seeded: set[int] = set()
 
     def drain():
-        while not out_q.empty():
-            m = out_q.get()
-            run.messages.append(m)
-            if m.get("type") == "load" and m.get("status") == "pass" and m["rank"] not in seeded:
-                seeded.add(m["rank"])
-                seed_qs[m["rank"]].put(str(seed))
+        while ready := wait(readers, timeout=0):
+            for reader in ready:
+                try:
+                    m = reader.recv()
+                except (EOFError, OSError):  # the rank ended (or died mid-message): nothing more comes
+                    readers.remove(reader)
+                    reader.close()
+                    continue
+                run.messages.append(m)
+                if m.get("type") == "load" and m.get("status") == "pass" and m["rank"] not in seeded:
+                    seeded.add(m["rank"])
+                    seed_qs[m["rank"]].put(str(seed))
 
     try:
         while True:
@@ -85,6 +99,8 @@ def run_ranks(cfg: dict, *, seed: int, timeout_s: float) -> RanksRun:
                 p.kill()
         for p in procs.processes:
             p.join(5)
+        for reader in readers:
+            reader.close()
         run.wall_s = time.monotonic() - t0
     return run
 
