@@ -148,12 +148,11 @@ def subprocess_env(**extra) -> dict:
     return env
 
 
-def _die_with_parent() -> None:
-    """A test run killed mid-way (timeout, Ctrl-C) must not leave its workers consuming queues."""
-    import ctypes
-    import signal
-
-    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+# A test run killed mid-way (timeout, Ctrl-C) must not leave its workers consuming queues: each child gets
+# SIGTERM when its parent dies (PR_SET_PDEATHSIG, set by util-linux's setpriv before it execs the command).
+# Not a preexec_fn: that runs Python between fork and exec in a test process that has other threads (xdist's,
+# asgiref's, a database pool's), where a lock one of them held at the fork is never released in the child.
+DIE_WITH_PARENT = ["setpriv", "--pdeathsig", "TERM", "--"]
 
 
 class Proc:
@@ -162,8 +161,8 @@ class Proc:
     def __init__(self, args, env, log_path: Path):
         self.log_path = log_path
         self.log = open(log_path, "wb")
-        self.popen = subprocess.Popen(args, cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT,
-                                      start_new_session=True, preexec_fn=_die_with_parent)
+        self.popen = subprocess.Popen([*DIE_WITH_PARENT, *args], cwd=ROOT, env=env, stdout=self.log,
+                                      stderr=subprocess.STDOUT, start_new_session=True)
 
     def output(self) -> str:
         self.log.flush()
@@ -198,7 +197,12 @@ class Proc:
 
 
 @pytest.fixture
-def start_process(tmp_path):
+def start_process(request, tmp_path):
+    # The processes stop before the test's database is flushed, whatever order the test named its fixtures in
+    # (a fixture set up earlier is torn down later): a worker still running takes row locks that the flush's
+    # TRUNCATE waits for, and writes rows after it.
+    if "transactional_db" in request.fixturenames:
+        request.getfixturevalue("transactional_db")
     procs = []
 
     def start(args, *, name: str, **env_extra) -> Proc:

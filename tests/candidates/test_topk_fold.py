@@ -53,7 +53,7 @@ def _fold():
 
 def test_the_indexer_best_holds_the_kernels_of_its_source():
     r = subprocess.run([sys.executable, str(ROOT / "gpu_worker/candidates/fold_topk.py"), "--check"],
-                       capture_output=True, text=True, check=False)
+                       capture_output=True, text=True, check=False, timeout=240)
     assert r.returncode == 0, r.stdout + r.stderr
     first = (ROOT / "gpu_worker/candidates/dsa_indexer_topk/best.py").read_text().splitlines()[0]
     assert "GENERATED" in first

@@ -85,7 +85,7 @@ def test_two_concurrent_promotes_make_one_version_and_the_second_is_told(
     live_worker()
     candidate = small_rows_candidate(make_run(), author=bob)
     routes = list(analyze_candidate_grid(candidate).routes)
-    start, results = threading.Barrier(2), {}
+    start, results = threading.Barrier(2, timeout=60), {}
 
     def promote(actor):
         try:
