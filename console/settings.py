@@ -10,6 +10,8 @@ from pathlib import Path
 
 import environ
 
+from gpu_worker.broker import BROKER_TRANSPORT_OPTIONS
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 env = environ.Env()
 
@@ -130,8 +132,7 @@ CELERY_TASK_DEFAULT_QUEUE = env("ARK_LOOP_QUEUE", default="loop")
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_ACKS_LATE = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
-# Above the longest task (a full evaluation is minutes); docs/architecture.md.
-CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
+CELERY_BROKER_TRANSPORT_OPTIONS = BROKER_TRANSPORT_OPTIONS  # the GPU worker's too: gpu_worker/broker.py
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},

@@ -8,6 +8,7 @@ import os
 
 from celery import Celery
 
+from gpu_worker.broker import BROKER_TRANSPORT_OPTIONS
 from gpu_worker.queues import LOOP_QUEUE
 
 BROKER_URL = os.environ.get("CELERY_BROKER_URL") or os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
@@ -20,7 +21,7 @@ app.conf.update(
     task_acks_late=True,
     task_reject_on_worker_lost=True,
     broker_connection_retry_on_startup=True,
-    broker_transport_options={"visibility_timeout": 3600},
+    broker_transport_options=BROKER_TRANSPORT_OPTIONS,
     task_default_queue=LOOP_QUEUE,
     worker_hijack_root_logger=False,
 )

@@ -36,7 +36,9 @@ def outbox_relay(*, ids: list[int] | None = None, older_than_s: float = 0.0) -> 
         if message.task == Task.GPU_EVALUATE:
             _fence_attempt(message.args[0])
         try:
-            current_app.send_task(message.task, args=message.args, queue=message.queue)
+            # one try, bounded by the broker's socket timeouts (gpu_worker/broker.py): this runs in the request
+            # that committed, and the row is the retry (the reaper relays what is unsent)
+            current_app.send_task(message.task, args=message.args, queue=message.queue, retry=False)
         except Exception:  # broker down: the reaper retries
             OutboxMessage.objects.filter(id=message.id).update(attempts=message.attempts + 1)
             log.warning("outbox message %s not published", message.id, exc_info=True)

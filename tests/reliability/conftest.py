@@ -189,8 +189,11 @@ def publish_to(monkeypatch):
     apps = []
 
     def use(url):
+        from django.conf import settings
+
         app = Celery("reliability-test", broker=url, set_as_current=False)
         app.conf.broker_connection_retry_on_startup = True
+        app.conf.broker_transport_options = settings.CELERY_BROKER_TRANSPORT_OPTIONS  # as the loop's app
         apps.append(app)
         monkeypatch.setattr(outbox, "current_app", app)
 

@@ -68,7 +68,8 @@ def test_a_refused_publish_counts_the_attempt_and_leaves_the_message_for_the_rea
     second = OutboxMessage.objects.create(task=Task.GPU_PING, queue=queue, args=[2])
     published = []
 
-    def send_task(name, args, queue):  # the broker is the edge: it refuses the first message only
+    def send_task(name, args, queue, retry):  # the broker is the edge: it refuses the first message only
+        assert retry is False  # one try: the row is the retry
         if args == [1]:
             raise ConnectionError("broker down")
         published.append((name, args, queue))
