@@ -2,6 +2,8 @@
 Celery workers in subprocesses, and the people of every permission test (docs/conventions.md, Tests):
 alice owns things and reviews, bob reviews, dana deploys, charlie is a viewer with no role."""
 
+import asyncio
+import inspect
 import math
 import os
 import subprocess
@@ -66,18 +68,39 @@ def _retiming_rule(request, settings):
 
 
 @pytest.fixture(autouse=True)
-def _a_channel_layer_per_test():
+def _a_channel_layer_per_test(request):
     """The process's channel layer is built anew for each test. A served process has one event loop and one
     layer for its life; tests each have loops of their own (an async test's, every async_to_sync call's),
     and channels_redis keeps per-loop state in the layer (a receive lock bound to the loop that took it, a
-    count of receivers in flight) that a test ending mid-receive leaves behind for the next one. One worker of
-    the suite hung once, for minutes, cancelling an async test's tasks at its loop's end (not reproduced
-    since, 25 runs of the socket tests alone)."""
+    count of receivers in flight) that a test ending mid-receive leaves behind for the next one. An async
+    test also ends its own tasks first (_async_test_ends_its_tasks)."""
     from channels.layers import channel_layers
 
     channel_layers.backends.clear()
+    if inspect.iscoroutinefunction(getattr(request, "function", None)):
+        request.getfixturevalue("_async_test_ends_its_tasks")
     yield
     channel_layers.backends.clear()
+
+
+@pytest.fixture
+async def _async_test_ends_its_tasks():
+    """Before pytest-asyncio closes an async test's loop, the tasks the test left (a consumer still listening on
+    the channel layer, its receive from Redis) are cancelled until they end. The loop's close cancels them
+    once and then waits without a bound: a cancellation that is lost (channels_redis's receive loops over
+    5 s waits on Redis and went on) held a CI run for good, in the teardown of
+    test_round_trip.py::test_the_websocket_refuses_foreign_origins, a test whose refused socket leaves the
+    denying consumer listening. Here each left task is cancelled again every second until it ends."""
+    yield
+    me = asyncio.current_task()
+    deadline = time.monotonic() + 60
+    while left := [task for task in asyncio.all_tasks() if task is not me and not task.done()]:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"tasks the test left would not end when cancelled: {left}")
+        for task in left:
+            task.cancel()
+        await asyncio.wait(left, timeout=1)
+
 
 @pytest.fixture(autouse=True, scope="session")
 def _audit_unlocked_for_teardown():

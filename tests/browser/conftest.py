@@ -237,8 +237,12 @@ def idle_page(request, browser, browser_context_args, django_db_setup, django_db
             procs.append(Proc(args, subprocess_env(**env), folder / f"{name}.log"))
             return procs[-1]
 
+        # A Redis database of its own for its channel layer (the one below the suite's: scripts/test gives the
+        # browser suite 9, the xdist workers 10 and up, the SQLite pass 15): a message for a run of the same id
+        # from any other process on the suite's database reached it once (a CI run: last-seq 3 became 26).
+        base, _, db = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/9").rpartition("/")
         url, idle.server = _serve(start, DATABASE_URL=f"sqlite:///{folder / 'idle.sqlite3'}",
-                                  CELERY_BROKER_URL="memory://")
+                                  CELERY_BROKER_URL="memory://", REDIS_URL=f"{base}/{(int(db or 0) + 15) % 16}")
         context = browser.new_context(**browser_context_args)
         idle.page = context.new_page()
         login(idle.page, url, "ida")
