@@ -11,10 +11,16 @@ import os
 
 import pytest
 
+
+def redis_database(offset: int) -> str:
+    """The suite's Redis URL (scripts/test: database 9) moved `offset` databases on, of Redis's 16."""
+    base, _, db = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/9").rpartition("/")
+    return f"{base}/{(int(db or 0) + offset) % 16}"
+
+
 worker = os.environ.get("PYTEST_XDIST_WORKER", "")
 if worker.startswith("gw"):
-    base, _, db = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/9").rpartition("/")
-    os.environ["REDIS_URL"] = f"{base}/{(int(db or 0) + 1 + int(worker[2:])) % 16}"
+    os.environ["REDIS_URL"] = redis_database(1 + int(worker[2:]))
     os.environ["ARK_LOOP_QUEUE"] = f"loop.test{os.getpid()}"
 
 _DATABASE_FIXTURES = {"db", "transactional_db", "django_db_setup", "live_server"}

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.parallel import redis_database
+
 ROOT = Path(__file__).resolve().parents[2]
 # The pages the suite walks through are photographed into var/screenshots (ignored by git), so a test run leaves
 # the tree as it found it; ARK_SCREENSHOTS=docs writes them over the README's images instead (docs/README.md).
@@ -240,9 +242,8 @@ def idle_page(request, browser, browser_context_args, django_db_setup, django_db
         # A Redis database of its own for its channel layer (the one below the suite's: scripts/test gives the
         # browser suite 9, the xdist workers 10 and up, the SQLite pass 15): a message for a run of the same id
         # from any other process on the suite's database reached it once (a CI run: last-seq 3 became 26).
-        base, _, db = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/9").rpartition("/")
         url, idle.server = _serve(start, DATABASE_URL=f"sqlite:///{folder / 'idle.sqlite3'}",
-                                  CELERY_BROKER_URL="memory://", REDIS_URL=f"{base}/{(int(db or 0) + 15) % 16}")
+                                  CELERY_BROKER_URL="memory://", REDIS_URL=redis_database(-1))
         context = browser.new_context(**browser_context_args)
         idle.page = context.new_page()
         login(idle.page, url, "ida")

@@ -12,6 +12,7 @@ import pytest
 import redis
 from celery import Celery
 
+from gpu_worker.broker import BROKER_TRANSPORT_OPTIONS
 from tests.conftest import GPU_WORKER_CMD, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -189,11 +190,9 @@ def publish_to(monkeypatch):
     apps = []
 
     def use(url):
-        from django.conf import settings
-
         app = Celery("reliability-test", broker=url, set_as_current=False)
         app.conf.broker_connection_retry_on_startup = True
-        app.conf.broker_transport_options = settings.CELERY_BROKER_TRANSPORT_OPTIONS  # as the loop's app
+        app.conf.broker_transport_options = BROKER_TRANSPORT_OPTIONS  # as the loop's app (console/settings.py)
         apps.append(app)
         monkeypatch.setattr(outbox, "current_app", app)
 

@@ -16,7 +16,7 @@ def dies_mid_message(rank, cfg, pipes, seed_qs):
 
 
 @pytest.mark.timeout(120)
-def test_a_rank_that_dies_mid_message_ends_the_run_with_its_failure(monkeypatch, tmp_path):
+def test_a_rank_that_dies_mid_message_ends_the_run_with_its_failure(monkeypatch):
     monkeypatch.setattr(runner, "rank_main", dies_mid_message)
     run = runner.run_ranks({"world_size": 2}, seed=1, timeout_s=100)
     assert run.failed and "exit code 3" in run.failed, run.failed
