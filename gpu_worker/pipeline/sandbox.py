@@ -43,6 +43,7 @@ UNSAFE_ENV = "ARK_UNSAFE_NO_UID_DROP"
 SHM = Path("/dev/shm")
 SHM_BYTES = 256 << 20  # the private /dev/shm's size: enough for a library's semaphores, not for a stash
 MAX_RESULT_BYTES = 64 << 20
+REAP_TIMEOUT_S = 30.0  # a SIGKILLed child stuck in the kernel (a GPU driver call) may never be reaped
 PASSTHROUGH_ENV = ("PATH", "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER",
                    "TRITON_LIBCUDA_PATH", "TRITON_PTXAS_PATH", "NVIDIA_VISIBLE_DEVICES", "LANG", "LC_ALL")
 
@@ -361,7 +362,7 @@ def run_child(cfg: dict, *, secret: str, timeout_s: float, scratch: Path, device
             except subprocess.TimeoutExpired:
                 pass
         _kill_group(proc.pid)
-        proc.wait()
+        _reap(proc, run, REAP_TIMEOUT_S)
         escaped = _kill_marked(mark)
         if escaped:
             run.protections["escaped_processes_killed"] = escaped
@@ -434,6 +435,21 @@ class EarlyChild:
         if self._error is not None:
             raise self._error
         return self._run
+
+
+def _reap(proc: subprocess.Popen, run: ChildRun, timeout_s: float) -> bool:
+    """Wait a bounded time for a killed child to exit. A process in an uninterruptible wait (a GPU driver
+    call on a hung device) outlives SIGKILL; the evaluation then ends with a finding instead of waiting
+    with it, and the returncode stays None."""
+    try:
+        proc.wait(timeout=timeout_s)
+        return True
+    except subprocess.TimeoutExpired:
+        run.messages.append({"type": "fatal", "code": "harness:unreaped",
+                             "message": f"the child (pid {proc.pid}) did not exit within {timeout_s:.0f} s of "
+                                        "SIGKILL (an uninterruptible wait, such as a hung GPU call); the "
+                                        "evaluation ended without it"})
+        return False
 
 
 def _kill_group(pgid: int) -> None:

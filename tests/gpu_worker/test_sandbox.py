@@ -54,6 +54,30 @@ def test_a_hung_candidate_is_killed_with_its_whole_process_group(tmp_path):
     wait_until(lambda: not _in_dir(tmp_path / "work"), timeout_s=10)
 
 
+def test_a_child_that_outlives_sigkill_ends_the_run_with_a_finding(tmp_path, monkeypatch):
+    # A process in an uninterruptible wait (a GPU driver call on a hung device) outlives SIGKILL. Stand in for
+    # one: the kill is taken away, so the hung child stays alive; the run must still end, bounded, and say why.
+    (tmp_path / "work").mkdir()
+    cand = tmp_path / "work" / "stuck.py"
+    cand.write_text("import time\nwhile True:\n    time.sleep(1)\n")
+    spared = []
+    monkeypatch.setattr(sandbox, "_kill_group", spared.append)
+    monkeypatch.setattr(sandbox, "REAP_TIMEOUT_S", 2.0)
+    t0 = time.monotonic()
+    try:
+        run = run_child(_cfg(cand), secret="1", timeout_s=8, scratch=tmp_path, device="cpu")
+        assert run.timed_out and time.monotonic() - t0 < 40
+        assert run.returncode is None
+        unreaped = [m for m in run.messages if m.get("code") == "harness:unreaped"]
+        assert len(unreaped) == 1 and "SIGKILL" in unreaped[0]["message"]
+        findings = evaluate_module.verify_entry(run, None, [], 0, tmp_path, "cpu")["findings"]
+        assert "harness:unreaped" in [f["code"] for f in findings]
+    finally:
+        for pgid in spared:
+            sandbox.os.killpg(pgid, sandbox.signal.SIGKILL)
+    wait_until(lambda: not _in_dir(tmp_path / "work"), timeout_s=10)
+
+
 def _in_dir(path: Path) -> list[int]:
     """Live processes whose working directory is `path`."""
     found = []
