@@ -16,6 +16,9 @@ from dataclasses import MISSING, dataclass, field, fields
 SCHEMA = "ark.report/2"
 SCHEMA_V1 = "ark.report/1"
 STAGE_NAMES = ("guard", "verify", "benchmark", "e2e")
+# The largest candidate source a run accepts and the guard reads. A candidate is one file, so a target that
+# folds dsa_topk's top-k in (~58 KB) holds it and its own kernels: 64 KiB was reached by the first such file.
+MAX_SOURCE_BYTES = 128 * 1024
 # Optional fields added within a schema version, by date: a report written before carries none of them and
 # reads as "not measured" there (docs/contract.md, "Versions").
 ADDITIONS = {

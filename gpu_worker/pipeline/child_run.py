@@ -216,7 +216,7 @@ def run(cfg: dict, out, *, perf, active_threads) -> None:
         out.send(type="done")
         return
     log = LaunchLog()
-    log.install(cute=cfg.get("dsl") == "cute")
+    log.install(cute="cute" in (cfg.get("dsl") or ""))
     try:
         module = load_module(cfg["candidate_path"], "ark_candidate")
     except BaseException as e:

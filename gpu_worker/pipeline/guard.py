@@ -546,8 +546,10 @@ def analyze(source: str, *, arg_names: tuple[str, ...], dsls: tuple[str, ...],
             msg = f"no kernel in the allowed DSLs ({', '.join(dsls)})"
         findings.append(_finding("guard:no_dsl", msg))
     findings.sort(key=lambda f: (f["line"] or 0, f["code"]))
-    info["dsl"] = "triton" if uses_triton and "triton" in dsls else ("cute" if uses_cute else None)
-    info["kernels"] = sorted(v.triton_jit if info["dsl"] == "triton" else v.cute_fns)
+    # A candidate may use both (a CuTe DSL logits kernel before a Triton top-k): "triton+cute"
+    used = [d for d, on in (("triton", uses_triton), ("cute", uses_cute)) if on and d in dsls]
+    info["dsl"] = "+".join(used) or None
+    info["kernels"] = sorted((v.triton_jit if "triton" in used else set()) | (v.cute_fns if "cute" in used else set()))
     return findings, info
 
 

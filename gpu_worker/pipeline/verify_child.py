@@ -78,7 +78,7 @@ def evidence_findings(call: dict, cand) -> list[dict]:
     if foreign_ops:
         findings.append({"code": "verify:torch_fallback",
                          "message": f"forward ran torch ops that do the work outside the kernel: {', '.join(foreign_ops)}"})
-    if cand.dsl == "triton" and not any(n in cand.own for n in call["launches"]):
+    if "triton" in cand.dsl and not any(n in cand.own for n in call["launches"]):
         findings.append({"code": "verify:no_kernel_launch",
                          "message": "none of the candidate's @triton.jit kernels was launched"})
     if call["threads"] > 0:
@@ -86,7 +86,7 @@ def evidence_findings(call: dict, cand) -> list[dict]:
     if call["kernels"] is not None:
         # Triton kernels carry their function's name; CuTe DSL mangles it, so any non-ATen kernel counts there
         own = [k for k in call["kernels"] if any(n in k for n in cand.own)
-               or (cand.dsl == "cute" and "at::" not in k and not any(w in k for w in ALLOWED_KERNEL_WORDS))]
+               or ("cute" in cand.dsl and "at::" not in k and not any(w in k for w in ALLOWED_KERNEL_WORDS))]
         foreign = [k for k in call["kernels"] if k not in own and not any(w in k for w in ALLOWED_KERNEL_WORDS)]
         if not own:
             findings.append({"code": "verify:no_kernel_evidence",
@@ -219,7 +219,7 @@ def verify(cfg, out, target, cand, seed: int, perf) -> None:
         try:
             sr = ShapeRun(target, cand, shape, i, seed, outdir, findings)
             inputs = sr.inputs(0)
-            if device == "cpu" and cand.dsl == "cute":
+            if device == "cpu" and "cute" in cand.dsl:
                 try:
                     cand.call(inputs, 0)
                 except Exception as e:

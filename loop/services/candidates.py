@@ -20,6 +20,7 @@ from django.db import transaction
 from django.db.models import F, Max, Q
 from django.utils import timezone
 
+from gpu_worker.contract import MAX_SOURCE_BYTES
 from gpu_worker.queues import Task, gpu_queue
 from loop.audit import event_write
 from loop.models import Candidate, Decision, Run
@@ -29,7 +30,6 @@ from loop.staleness import candidate_staleness, serving_version
 
 log = logging.getLogger(__name__)
 
-MAX_SOURCE_BYTES = 64 * 1024
 # Sent to a GPU worker and not yet reported; OPEN adds those still waiting to be sent.
 IN_FLIGHT = (Candidate.Status.QUEUED, Candidate.Status.RUNNING)
 OPEN = (Candidate.Status.PROPOSED, *IN_FLIGHT)

@@ -62,3 +62,16 @@ def test_the_interpreter_decodes_every_fp8_byte_exactly():
     out = torch.empty(b.numel(), dtype=torch.float32)
     _decode[(1,)](b, out, b.numel(), BLOCK=256)
     assert torch.equal(out, b.view(torch.float8_e4m3fn).float())
+
+
+@pytest.mark.slow
+def test_the_cute_challenger_compiles_in_the_pipeline_on_a_cpu():
+    # its logits kernel is CuTe DSL (FP8 WGMMA, sm_90a), its top-k Triton: the guard names both, and on a CPU
+    # the verify stage compiles the CuTe kernel and says that its numerics were not checked
+    from gpu_worker.pipeline import evaluate
+    path = os.path.join(CAND, "wgmma_cute.py")
+    report = evaluate({"candidate_id": "wgmma_cute.py", "target": "dsa_indexer_topk_fp8",
+                       "source": open(path).read(), "profile": "smoke"})
+    assert report["stages"]["guard"]["dsl"] == "triton+cute"
+    verify = report["stages"]["verify"]
+    assert verify["status"] == "compile_only", verify["findings"]

@@ -2,7 +2,7 @@
 
 import textwrap
 
-from gpu_worker.pipeline.guard import check_candidate
+from gpu_worker.pipeline.guard import analyze, check_candidate
 from gpu_worker.targets import get_target
 
 TOPK = get_target("dsa_topk")
@@ -77,7 +77,7 @@ def test_each_forbidden_family_gets_its_code():
 
 def test_syntax_error_size_missing_forward_signature_and_no_dsl():
     assert _codes("def forward(:\n") == {("guard:syntax", 1)}
-    assert {c for c, _ in _codes("x = 1\n" * 20000)} == {"guard:size"}
+    assert {c for c, _ in _codes("x = 1\n" * 30000)} == {"guard:size"}  # 180 KB
     assert "guard:no_forward" in {c for c, _ in _codes(HONEST.replace("def forward", "def fwd"))}
     assert ("guard:signature", 14) in _codes(HONEST.replace("def forward(logits, lengths, k)", "def forward(logits, k)"))
     no_launch = HONEST.replace('    _k[(1,)](logits, out, k, BLOCK=PARAMS["BLOCK"])\n', "")
@@ -173,3 +173,26 @@ def test_aliases_and_bound_methods_are_resolved():
     assert any(code == "guard:stream" for code, _ in _codes(src))
     src = HONEST.replace("    return out\n", "    pick = logits.topk\n    return out\n")
     assert ("guard:torch_fallback", 17) in _codes(src)
+
+
+def test_a_candidate_using_both_dsls_names_both_and_their_kernels():
+    # the FP8 indexer's CuTe DSL challenger: logits by a CuTe kernel, the top-k by Triton kernels
+    target = get_target("dsa_indexer_topk_fp8")
+    path = target.seed_paths()[0].parent / "wgmma_cute.py"
+    findings, info = check_candidate(path.read_text(), target)
+    assert findings == []
+    assert info["dsl"] == "triton+cute"
+    assert {"_launch", "_to_global", "_kb_filter"} <= set(info["kernels"])
+    # a target that allows only Triton takes the Triton part alone
+    _, only_triton = analyze(path.read_text(), arg_names=target.arg_names, dsls=("triton",),
+                             forbidden_torch=target.forbidden_torch)
+    assert only_triton["dsl"] == "triton" and "_launch" not in only_triton["kernels"]
+
+
+def test_the_source_limit_is_one_number_for_the_submit_form_and_the_guard():
+    from gpu_worker.contract import MAX_SOURCE_BYTES
+    from gpu_worker.pipeline import guard_rules
+    from loop.services import candidates
+    assert guard_rules.MAX_SOURCE_BYTES is MAX_SOURCE_BYTES and candidates.MAX_SOURCE_BYTES is MAX_SOURCE_BYTES
+    findings, _ = check_candidate(HONEST + "#" * MAX_SOURCE_BYTES, TOPK)
+    assert [f["code"] for f in findings] == ["guard:size"]
