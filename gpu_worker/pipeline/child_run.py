@@ -131,8 +131,9 @@ def poison_cuda_allocator(variant: int) -> None:
 
 
 class Candidate:
-    def __init__(self, forward, own: list[str], dsl: str, device: str, log: LaunchLog, active_threads):
-        self.forward, self.own, self.dsl, self.device, self.log = forward, own, dsl, device, log
+    def __init__(self, forward, own: list[str], dsl: str | None, device: str, log: LaunchLog, active_threads):
+        # dsl: "triton", "cute", "triton+cute", or None where the guard found none (a guard-less test run)
+        self.forward, self.own, self.dsl, self.device, self.log = forward, own, dsl or "", device, log
         self.active_threads = active_threads
 
     def call(self, inputs, variant: int, profile: bool = False) -> dict:

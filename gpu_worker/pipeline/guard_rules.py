@@ -4,7 +4,7 @@ Data only: a new allowed name or a new forbidden module is one line here."""
 
 import builtins
 
-from ..contract import MAX_SOURCE_BYTES  # noqa: F401  (one limit for the submit form and the guard)
+from gpu_worker.contract import MAX_SOURCE_BYTES  # noqa: F401  (one limit for the submit form and the guard)
 
 ALLOWED_MODULES = ("torch", "torch.nn", "torch.nn.functional", "triton", "triton.language", "cutlass",
                    "math", "functools", "typing", "itertools", "dataclasses", "__future__",
