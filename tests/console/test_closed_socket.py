@@ -1,0 +1,51 @@
+"""A socket's consumer ends when the browser goes, also where redis-py lost the cancellation of its wait.
+
+A refused socket (a foreign origin) or one closed right after it opened is cancelled while channels_redis is
+still starting its first wait on Redis; redis-py can swallow that cancellation (redis/redis-py#2028), and
+channels_redis's receive then waits again, forever: the consumer never ended (a probe: 18 of 20 refused sockets
+were still running 10 s after their disconnect, and ended only when force-cancelled). A server that cancels once
+(uvicorn) kept each such task for good; a page of foreign-origin sockets could pile them up.
+console.channel_layer raises the swallowed cancellation when the wait returns (at most the layer's wait)."""
+
+import asyncio
+
+import pytest
+from channels.testing import WebsocketCommunicator
+
+from console.asgi import application
+
+FOREIGN = [(b"origin", b"http://evil.example"), (b"host", b"127.0.0.1")]
+WAIT_S = 1.0  # the layer's server-side wait: a lost cancellation surfaces within it
+
+
+@pytest.fixture
+def short_wait(settings):
+    layers = {name: {**conf, "CONFIG": {**conf["CONFIG"], "brpop_timeout": WAIT_S}}
+              for name, conf in settings.CHANNEL_LAYERS.items()}
+    settings.CHANNEL_LAYERS = layers
+
+
+def _left() -> list:
+    me = asyncio.current_task()
+    return [t for t in asyncio.all_tasks() if t is not me and not t.done()]
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_refused_sockets_end_on_their_own_when_the_browser_goes(alice, short_wait):
+    ended_in = []
+    for _ in range(6):
+        socket = WebsocketCommunicator(application, "/ws/events/", headers=FOREIGN)
+        socket.scope["user"] = alice
+        connected, _ = await socket.connect()
+        assert not connected
+        await socket.send_input({"type": "websocket.disconnect", "code": 1001})
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        done, _ = await asyncio.wait([socket.future], timeout=WAIT_S + 4)
+        ended_in.append(round(loop.time() - started, 2) if done else None)
+        if not done:  # leave nothing running for the next test before failing
+            socket.future.cancel()
+            await asyncio.wait([socket.future], timeout=WAIT_S + 4)
+    assert None not in ended_in, f"consumers still running {WAIT_S + 4} s after their disconnect: {ended_in}"
+    assert all(not f.cancelled() for f in [socket.future])
+    assert _left() == []
