@@ -3,8 +3,9 @@
 A refused socket (a foreign origin) or one closed right after it opened is cancelled while channels_redis is
 still starting its first wait on Redis; redis-py can swallow that cancellation (redis/redis-py#2028), and
 channels_redis's receive then waits again, forever: the consumer never ended (a probe: 18 of 20 refused sockets
-were still running 10 s after their disconnect, and ended only when force-cancelled). A server that cancels once
-(uvicorn) kept each such task for good; a page of foreign-origin sockets could pile them up.
+were still running 10 s after their disconnect, and ended only when force-cancelled). Nothing in the consumer's own
+stack cancels it again: a server that does not kept each such task, and a page of foreign-origin sockets could
+pile them up (what the served console's server does with them was not measured).
 console.channel_layer raises the swallowed cancellation when the wait returns (at most the layer's wait)."""
 
 import asyncio
