@@ -83,6 +83,12 @@ def _a_channel_layer_per_test(request):
     channel_layers.backends.clear()
 
 
+def tasks_left() -> list:
+    """The running loop's tasks that have not ended, the calling one left out."""
+    me = asyncio.current_task()
+    return [task for task in asyncio.all_tasks() if task is not me and not task.done()]
+
+
 @pytest.fixture
 async def _async_test_ends_its_tasks():
     """Before pytest-asyncio closes an async test's loop, the tasks the test left (a consumer still listening on
@@ -90,11 +96,12 @@ async def _async_test_ends_its_tasks():
     once and then waits without a bound: a cancellation that is lost (channels_redis's receive loops over
     5 s waits on Redis and went on) held a CI run for good, in the teardown of
     test_round_trip.py::test_the_websocket_refuses_foreign_origins, a test whose refused socket leaves the
-    denying consumer listening. Here each left task is cancelled again every second until it ends."""
+    denying consumer listening. The product's layer now raises such a lost cancellation within one wait
+    (console/channel_layer.py); here each left task is still cancelled again every second until it ends, so
+    that no test's teardown waits without a bound."""
     yield
-    me = asyncio.current_task()
     deadline = time.monotonic() + 60
-    while left := [task for task in asyncio.all_tasks() if task is not me and not task.done()]:
+    while left := tasks_left():
         if time.monotonic() > deadline:
             raise AssertionError(f"tasks the test left would not end when cancelled: {left}")
         for task in left:

@@ -437,19 +437,17 @@ class EarlyChild:
         return self._run
 
 
-def _reap(proc: subprocess.Popen, run: ChildRun, timeout_s: float) -> bool:
+def _reap(proc: subprocess.Popen, run: ChildRun, timeout_s: float) -> None:
     """Wait a bounded time for a killed child to exit. A process in an uninterruptible wait (a GPU driver
     call on a hung device) outlives SIGKILL; the evaluation then ends with a finding instead of waiting
     with it, and the returncode stays None."""
     try:
         proc.wait(timeout=timeout_s)
-        return True
     except subprocess.TimeoutExpired:
         run.messages.append({"type": "fatal", "code": "harness:unreaped",
                              "message": f"the child (pid {proc.pid}) did not exit within {timeout_s:.0f} s of "
                                         "SIGKILL (an uninterruptible wait, such as a hung GPU call); the "
                                         "evaluation ended without it"})
-        return False
 
 
 def _kill_group(pgid: int) -> None:

@@ -14,6 +14,7 @@ import pytest
 from channels.testing import WebsocketCommunicator
 
 from console.asgi import application
+from tests.conftest import tasks_left
 
 FOREIGN = [(b"origin", b"http://evil.example"), (b"host", b"127.0.0.1")]
 WAIT_S = 1.0  # the layer's server-side wait: a lost cancellation surfaces within it
@@ -24,11 +25,6 @@ def short_wait(settings):
     layers = {name: {**conf, "CONFIG": {**conf["CONFIG"], "brpop_timeout": WAIT_S}}
               for name, conf in settings.CHANNEL_LAYERS.items()}
     settings.CHANNEL_LAYERS = layers
-
-
-def _left() -> list:
-    me = asyncio.current_task()
-    return [t for t in asyncio.all_tasks() if t is not me and not t.done()]
 
 
 @pytest.mark.django_db(transaction=True)
@@ -50,4 +46,4 @@ async def test_refused_sockets_end_on_their_own_when_the_browser_goes(alice, sho
             await asyncio.wait([socket.future], timeout=WAIT_S + 4)
     assert None not in ended_in, f"consumers still running {WAIT_S + 4} s after their disconnect: {ended_in}"
     assert not any(s.future.cancelled() for s in sockets)  # each ended on its own, none was cancelled for it
-    assert _left() == []
+    assert tasks_left() == []
