@@ -176,9 +176,9 @@ def test_aliases_and_bound_methods_are_resolved():
 
 
 def test_a_candidate_using_both_dsls_names_both_and_their_kernels():
-    # the FP8 indexer's CuTe DSL challenger: logits by a CuTe kernel, the top-k by Triton kernels
+    # the FP8 indexer's best: logits by a CuTe kernel, the top-k by Triton kernels
     target = get_target("dsa_indexer_topk_fp8")
-    path = target.seed_paths()[0].parent / "wgmma_cute.py"
+    path = target.seed_paths()[0].parent / "best.py"
     findings, info = check_candidate(path.read_text(), target)
     assert findings == []
     assert info["dsl"] == "triton+cute"

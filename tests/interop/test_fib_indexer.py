@@ -1,6 +1,6 @@
 """The FP8 indexer Definition imported with the generators ark declares for it (lengths, a page table over the
 cache, the FP8 cache with its scales) and the built-in target's set check verifies on CPU: its own default and
-the built-in best pass, a kernel that ignores the block table or mis-pads a short row fails, and the imported
+the built-in seed pass, a kernel that ignores the block table or mis-pads a short row fails, and the imported
 target agrees with the built-in dsa_indexer_topk_fp8 on the same inputs (docs/interop.md)."""
 
 import json
@@ -27,15 +27,16 @@ SIDECAR = json.loads((DEFS / f"{NAME}.inputs.json").read_text())
 # tiny for Triton's interpreter: at least two rows (the second one token long: all padding after it), rows up
 # to 40 pages (2560 tokens: past k = 2048, so the full top-k path runs too), a cache of 40 to 96 pages
 RANGES = ["batch_size=2:3", "num_pages=40:96", "max_num_pages=34:40"]
-BEST = (ROOT / "gpu_worker" / "candidates" / "dsa_indexer_topk_fp8" / "best.py").read_text()
-# the built-in best, but reading page p of a row as physical page p (the block table ignored) ...
-IGNORES_TABLE = BEST.replace(
+# the built-in seed (Triton: it runs in the interpreter; the best's logits are CuTe DSL, compile-only on a CPU)
+SEED = (ROOT / "gpu_worker" / "candidates" / "dsa_indexer_topk_fp8" / "seed.py").read_text()
+# the seed, but reading page p of a row as physical page p (the block table ignored) ...
+IGNORES_TABLE = SEED.replace(
     "page = tl.load(bt_ptr + m.to(tl.int64) * stride_bt + pos // PG, mask=inb, other=0).to(tl.int64)",
     "page = (pos // PG).to(tl.int64)").replace(
     "page = tl.load(bt_ptr + m.to(tl.int64) * stride_bt + j // PG, mask=live, other=0)", "page = j // PG")
 # ... and padding a short row with 0 (a real token id) instead of -1
-MISPADS = BEST.replace("tl.store(o_row + o3, tl.full([KBLOCK], -1, tl.int32), mask=(o3 >= k_eff) & (o3 < K))",
-                       "tl.store(o_row + o3, tl.full([KBLOCK], 0, tl.int32), mask=(o3 >= k_eff) & (o3 < K))")
+MISPADS = SEED.replace("tl.store(nidx_row + offs, tl.full([KBLOCK], -1, tl.int32), mask=(offs >= k_eff) & (offs < K))",
+                       "tl.store(nidx_row + offs, tl.full([KBLOCK], 0, tl.int32), mask=(offs >= k_eff) & (offs < K))")
 
 
 def document(**changes):
@@ -126,16 +127,16 @@ def spec(source: str) -> dict:
 
 @pytest.mark.slow
 @pytest.mark.skipif(not os.environ.get("TRITON_INTERPRET"), reason="runs the Triton candidates in the interpreter")
-def test_the_builtin_best_passes_the_imported_indexer_and_broken_kernels_fail():
+def test_the_builtin_seed_passes_the_imported_indexer_and_broken_kernels_fail():
     from gpu_worker.pipeline import evaluate
 
-    report = evaluate(spec(BEST))
+    report = evaluate(spec(SEED))
     verify = report["stages"]["verify"]
     assert report["stages"]["guard"]["status"] == "pass", report["stages"]["guard"]
     assert verify["status"] == "pass" and len(verify["shapes"]) >= 4, verify
     assert report["verdict"]["status"] == "pass"
     for broken, says in ((IGNORES_TABLE, "no token of the row"), (MISPADS, "pads (-1) not exactly past")):
-        assert broken != BEST
+        assert broken != SEED
         report = evaluate(spec(broken))
         assert report["stages"]["verify"]["status"] == "fail", report["stages"]["verify"]
         messages = [s["message"] for s in report["stages"]["verify"]["shapes"] if s["pass"] is False]

@@ -1,74 +1,254 @@
-"""dsa_indexer_topk_fp8 best. PARTLY GENERATED: the code between the FOLD markers is written by
-gpu_worker/candidates/fold_topk.py from dsa_topk/best.py (edit that file, then run
-`python gpu_worker/candidates/fold_topk.py`); the rest of this file is its own source.
+"""dsa_indexer_topk_fp8 best: the logits by FP8 WGMMA in CuTe DSL, then the Triton top-k. PARTLY
+GENERATED: the code between the FOLD markers is written by gpu_worker/candidates/fold_topk.py from
+dsa_topk/best.py (edit that file, then run `python gpu_worker/candidates/fold_topk.py`); the rest is its own.
 
 forward(q_index_fp8 e4m3[B, 64, 128], k_index_cache_fp8 int8[P, 64, 1, 132], weights f32[B, 64],
         seq_lens int32[B], block_table int32[B, max_pages]) -> int32[B, 2048] global token ids, -1 padded
 
-Not yet fused: one Triton kernel writes each row's f32 logits in logical order (a program walks PAGES pages of
-its row through the block table: one FP8 tl.dot of the page's 64 keys against the row's 64 heads, relu, the
-weighted head sum, the page's K scales), dsa_topk's top-k picks logical positions, and a
-last kernel maps them to page id x 64 + offset. docs/kernels.md ("The FP8 indexer") has the figures.
+The logits kernel (CuTe DSL, sm_90a), for each row b and position j < seq_lens[b], page = block_table[b, j // 64],
+t = j % 64: logits[b, j] = scale[page, t] * sum_h weights[b, h] * relu(q[b, h] . k[page, t]).
+- Grid (B, ceil(max_pages / PAGES)); CTA (b, c) takes row b's pages [c PAGES, (c + 1) PAGES), up to its last.
+- 160 threads. Warp 4 loads by TMA: q[b] once (64 heads x 128, 8 KB), then per page the 64 x 128 FP8 K tile
+  (8 KB, 128-byte swizzle, the layout WGMMA reads) and the page's 64 f32 scales into a ring of STAGES
+  buffers (an mbarrier pipeline). The page id read from the block table is the TMA coordinate of the page
+  mode: the gather costs nothing beyond the read of one int.
+- Warps 0-3 (one warpgroup), per page: four WGMMA m64n64k32 e4m3 steps, M = the page's 64 tokens (operand A),
+  N = the 64 heads (operand B), f32 accumulators; then relu, times the head's weight, summed over the thread's
+  16 head columns and over the 4 lanes that share its two token rows; times the token's scale; stored.
+- The cache goes in as one compact fp8 tensor (P, 8448) and the kernel builds its views: K (64, 128, P) with
+  strides (128, 1, 8448), the scales as f32 from byte 8192 of each page. (A non-compact tensor passed where
+  the compile saw symbolic extents was read with the wrong extent and no error.)
+- B, P and max_pages are symbolic: one compile per (PAGES, STAGES), cached. Launched on torch's stream.
+Then dsa_topk's top-k over the logits (positions) and a Triton map to page id x 64 + offset.
+On a CPU host the logits kernel compiles for sm_90a and cannot run: the harness reports compile-only there.
+docs/kernels.md ("The FP8 indexer") has the figures.
 """
 import torch
 import triton
 import triton.language as tl
 
-PARAMS = {"BT": 64, "PAGES": 8, "num_warps": 4, "num_stages": 4, "MAP_BLOCK": 1024,
+import cutlass
+import cutlass.cute as cute
+import cutlass.pipeline as pipeline
+import cutlass.torch as cutlass_torch
+import cutlass.utils as utils
+import cutlass.utils.hopper_helpers as sm90_utils
+from cutlass.cute.nvgpu import OperandMajorMode, cpasync, warpgroup
+from cutlass.cute.runtime import from_dlpack, make_fake_compact_tensor, make_fake_stream, make_fake_tensor
+
+PARAMS = {"PAGES": 8, "STAGES": 4, "MAP_BLOCK": 1024,
           "TK_BLOCK": 1024, "TK_TARGET_CTAS": 1024, "TK_MAX_C": 64, "TK_num_warps": 4, "TK_SMALL": 4096, "TK_SEL_WARPS": 16, "TK_NS": 64, "TK_G": 16, "TK_ALPHA_X2": 3, "TK_BETA": 12, "TK_ATOMIC": 1, "TK_MIN_C": 16, "TK_SMALLR": 512, "TK_SPAN_BITS": 9, "TK_SMALLTA": 1024, "TK_HREG": 0, "TK_KD_WARPS": 4, "TK_PF": 2, "TK_SCAN_MAX_ROWS": 8, "TK_KA_WARPS": 8, "TK_PDL": 1, "TK_WARP": 1, "TK_KD_EARLY": 1, "TK_RBLOCK": 2048, "TK_TIE": 512, "TK_KTH": 2, "TK_RLIST": 1, "TK_RMIN": 512, "TK_RROW": 0, "TK_RGRID": 256, "TK_VLIN": 1, "TK_TIE_WHOLE": 512, "TK_KDIG": 0, "TK_KC_MID": 0, "TK_TIE2": 0}
-SPACE = {"BT": [64, 128], "PAGES": [8, 16, 32, 64], "num_warps": [4, 8], "num_stages": [2, 3, 4, 5]}
+SPACE = {"PAGES": [4, 8, 16, 32], "STAGES": [2, 3, 4, 6, 8]}
 
 H_IDX = 64
 D_IDX = 128
 PAGE = 64
 TOPK = 2048
-CPU_BT = 1024  # tokens per step in Triton's CPU interpreter, where each op costs milliseconds
+PAGE_BYTES = PAGE * (D_IDX + 4)   # 8448: 64 x 128 FP8 values, then 64 f32 scales
+SCALE_AT = PAGE * D_IDX           # 8192: the scales' byte offset in a page
+MMA_WARPS = 4                     # warps 0-3: one warpgroup
+PRODUCER_WARP = 4
+THREADS = MMA_WARPS * 32 + 32
+
+_COMPILED = {}
 
 
-@triton.jit
-def _e4m3(b):
-    """e4m3fn bytes (uint8) -> their exact f32 values, from the bits: Triton's CPU interpreter converts FP8
-    one element at a time (minutes per call), this is numpy-wide. NaN (0x7f/0xff) is not decoded."""
-    bi = b.to(tl.int32)
-    e = (bi >> 3) & 15
-    mnt = bi & 7
-    normal = (((bi & 128) << 24) | ((e + 120) << 23) | (mnt << 20)).to(tl.float32, bitcast=True)
-    sub = mnt.to(tl.float32) * 0.001953125
-    return tl.where(e == 0, tl.where(bi >= 128, -sub, sub), normal)
+def _rows_of(tCcC):
+    """0 or 1 for each accumulator value of a thread: which of its two token rows (r, r + 8) it sits in.
+    From the static layout of the partitioned identity tensor, at trace time."""
+    rows = []
+    for v in range(cute.size(tCcC)):
+        o = cute.crd2idx(v, tCcC.layout)
+        rows.append(o[0] if isinstance(o, tuple) else o)
+    r0 = min(rows)
+    assert len(set(rows)) == 2 and all(r - r0 in (0, 8) for r in rows), rows
+    return [0 if r == r0 else 1 for r in rows]
 
 
-@triton.jit(do_not_specialize=["B"])
-def _fp8_logits(q_ptr, kv_ptr, kf_ptr, w_ptr, len_ptr, bt_ptr, out_ptr, stride_bt, stride_om, B,
-                H: tl.constexpr, D: tl.constexpr, PG: tl.constexpr, PAGES: tl.constexpr, BT: tl.constexpr,
-                UPCAST: tl.constexpr):
-    """out[m, t] = scale_t * sum_h w[m, h] relu(q[m, h] . k_t) for the row's tokens t of pages
-    [pid * PAGES, (pid + 1) * PAGES); kv_ptr is the cache as FP8 bytes, kf_ptr the same cache as f32 words."""
-    m = tl.program_id(0)
-    pid = tl.program_id(1)
-    L = tl.load(len_ptr + m)
-    p_lo = pid * PAGES
-    p_hi = tl.minimum(p_lo + PAGES, (L + PG - 1) // PG)
-    hh = tl.arange(0, H)
-    dd = tl.arange(0, D)
-    q = tl.load(q_ptr + (m * H + hh).to(tl.int64)[:, None] * D + dd[None, :])
-    w = tl.load(w_ptr + m * H + hh)
-    if UPCAST:  # CPU interpreter: bytes in, no FP8 dot there; FP8 products are exact in f32
-        q = _e4m3(q)
-    qt = tl.trans(q)                                                   # [D, H]
-    row_out = out_ptr + m.to(tl.int64) * stride_om
-    tok = tl.arange(0, BT)
-    for t0 in range(p_lo * PG, p_hi * PG, BT):                         # BT tokens: BT / 64 pages at a time
-        pos = t0 + tok
-        inb = pos < p_hi * PG
-        page = tl.load(bt_ptr + m.to(tl.int64) * stride_bt + pos // PG, mask=inb, other=0).to(tl.int64)
-        base = page * (PG * (D + 4)) + (pos % PG) * D
-        kb = tl.load(kv_ptr + base[:, None] + dd[None, :], mask=inb[:, None])   # [BT, D] FP8; masked tokens unstored
-        sc = tl.load(kf_ptr + page * (PG * (D + 4) // 4) + (PG * D // 4) + pos % PG, mask=inb, other=0.0)
-        if UPCAST:
-            kb = _e4m3(kb)
-        s = tl.dot(kb, qt)                                             # [BT, H] f32
-        lg = tl.sum(tl.maximum(s, 0.0) * w[None, :], 1) * sc
-        tl.store(row_out + pos, lg, mask=inb & (pos < L))
+def _build(pages, stages):
+    """The launch function of one (PAGES, STAGES), to be compiled by cute.compile."""
+    fp8 = cutlass.Float8E4M3FN
+    tile = (PAGE, H_IDX, D_IDX)             # MMA tile: M = a page's tokens, N = heads, K = head dim
+    storage = {}                            # the shared-memory struct, made inside _launch, read by _kernel
+
+    @cute.jit
+    def _produce(tma_k: cute.CopyAtom, mK: cute.Tensor, tma_s: cute.CopyAtom, mS: cute.Tensor,
+                 tma_q: cute.CopyAtom, mQ: cute.Tensor, mBT: cute.Tensor, sK: cute.Tensor, sS: cute.Tensor,
+                 sQ: cute.Tensor, q_bar: cute.Pointer, ring, row: cutlass.Int32, p_lo: cutlass.Int32,
+                 n_pages: cutlass.Int32):
+        """Warp 4: q[row] once, then each page's K tile and scales through the ring."""
+        cpasync.prefetch_descriptor(tma_k)
+        cpasync.prefetch_descriptor(tma_s)
+        cpasync.prefetch_descriptor(tma_q)
+        gK = cute.local_tile(mK, (PAGE, D_IDX), (0, 0, None))       # (64, 128, P)
+        gS = cute.local_tile(mS, (PAGE, 1), (0, 0, None))           # (64, 1, P)
+        gQ = cute.local_tile(mQ, (H_IDX, D_IDX), (0, 0, None))      # (64, 128, B)
+        one = cute.make_layout(1)                                   # one CTA, no multicast
+        tKs, tKg = cpasync.tma_partition(tma_k, 0, one, cute.group_modes(sK, 0, 2), cute.group_modes(gK, 0, 2))
+        tSs, tSg = cpasync.tma_partition(tma_s, 0, one, cute.group_modes(sS, 0, 2), cute.group_modes(gS, 0, 2))
+        tQs, tQg = cpasync.tma_partition(tma_q, 0, one, cute.group_modes(sQ, 0, 2), cute.group_modes(gQ, 0, 2))
+        with cute.arch.elect_one():
+            cute.arch.mbarrier_arrive_and_expect_tx(q_bar, H_IDX * D_IDX)
+        cute.copy(tma_q, tQg[(None, row)], tQs[(None, 0)], tma_bar_ptr=q_bar)
+        state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, stages)
+        for i in cutlass.range(n_pages, unroll=1):
+            page = mBT[row, p_lo + i]                   # the gather: a runtime TMA coordinate
+            ring.producer_acquire(state)                # a free stage; arms its full barrier
+            bar = ring.producer_get_barrier(state)
+            cute.copy(tma_k, tKg[(None, page)], tKs[(None, state.index)], tma_bar_ptr=bar)
+            cute.copy(tma_s, tSg[(None, page)], tSs[(None, state.index)], tma_bar_ptr=bar)
+            ring.producer_commit(state)                 # a no-op for TMA: the bytes complete the barrier
+            state.advance()
+        ring.producer_tail(state)
+
+    @cute.jit
+    def _consume(tiled_mma: cute.TiledMma, sK: cute.Tensor, sQ: cute.Tensor, sS: cute.Tensor,
+                 q_bar: cute.Pointer, ring, mW: cute.Tensor, mOut: cute.Tensor, tidx: cutlass.Int32,
+                 row: cutlass.Int32, p_lo: cutlass.Int32, n_pages: cutlass.Int32, seq_len: cutlass.Int32):
+        """Warps 0-3: per page one WGMMA tile [64 tokens x 64 heads], then the weighted relu head sum."""
+        thr = tiled_mma.get_slice(tidx)
+        tCrK = tiled_mma.make_fragment_A(thr.partition_A(sK))      # (MMA, 1, 4 k-steps, STAGES) descriptors
+        tCrQ = tiled_mma.make_fragment_B(thr.partition_B(sQ))      # (MMA, 1, 4 k-steps, 1)
+        tCcC = thr.partition_C(cute.make_identity_tensor((PAGE, H_IDX)))   # (token, head) of each value
+        acc = cute.make_rmem_tensor(tCcC.shape, cutlass.Float32)
+        n_vals = cute.size(acc)
+        k_steps = cute.size(tCrK, mode=[2])
+        half = _rows_of(tCcC)
+        tok0 = tCcC[half.index(0)][0]                               # the thread's two token rows
+        tok1 = tCcC[half.index(1)][0]
+        w = cute.make_rmem_tensor(tCcC.shape, cutlass.Float32)      # weights of its head columns, once
+        for v in cutlass.range_constexpr(n_vals):
+            w[v] = mW[row, tCcC[v][1]]
+        quad_lane = tidx % 4                                        # 4 lanes share the two rows
+        cute.arch.mbarrier_wait(q_bar, 0)
+        state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, stages)
+        for i in cutlass.range(n_pages, unroll=1):
+            ring.consumer_wait(state)
+            warpgroup.fence()
+            for k in cutlass.range_constexpr(k_steps):
+                tiled_mma.set(warpgroup.Field.ACCUMULATE, k != 0)
+                cute.gemm(tiled_mma, acc, tCrK[(None, None, k, state.index)], tCrQ[(None, None, k, 0)], acc)
+            warpgroup.commit_group()
+            warpgroup.wait_group(0)
+            part = [cutlass.Float32(0.0), cutlass.Float32(0.0)]
+            for v in cutlass.range_constexpr(n_vals):
+                part[half[v]] = part[half[v]] + cute.arch.fmax(acc[v], cutlass.Float32(0.0)) * w[v]
+            sc0 = sS[(tok0, 0, state.index)]
+            sc1 = sS[(tok1, 0, state.index)]
+            ring.consumer_release(state)                # the WGMMA has read the stage: it may be refilled
+            state.advance()
+            logit0 = cute.arch.warp_reduction_sum(part[0], threads_in_group=4) * sc0
+            logit1 = cute.arch.warp_reduction_sum(part[1], threads_in_group=4) * sc1
+            base = (p_lo + i) * PAGE
+            if quad_lane == 0:
+                if base + tok0 < seq_len:
+                    mOut[row, base + tok0] = logit0
+            if quad_lane == 1:
+                if base + tok1 < seq_len:
+                    mOut[row, base + tok1] = logit1
+
+    @cute.kernel
+    def _kernel(tiled_mma: cute.TiledMma, tma_k: cute.CopyAtom, mK: cute.Tensor, tma_s: cute.CopyAtom,
+                mS: cute.Tensor, tma_q: cute.CopyAtom, mQ: cute.Tensor, mW: cute.Tensor, mLen: cute.Tensor,
+                mBT: cute.Tensor, mOut: cute.Tensor, sK_layout: cute.ComposedLayout,
+                sQ_layout: cute.ComposedLayout, sS_layout: cute.Layout):
+        tidx, _, _ = cute.arch.thread_idx()
+        warp = cute.arch.make_warp_uniform(cute.arch.warp_idx())
+        row, chunk, _ = cute.arch.block_idx()
+        seq_len = mLen[row]
+        row_pages = cutlass.min((seq_len + PAGE - 1) // PAGE, mBT.shape[1])
+        p_lo = chunk * pages
+        n_pages = cutlass.min(row_pages - p_lo, pages)
+        smem = utils.SmemAllocator()
+        st = smem.allocate(storage["struct"])
+        sK = st.sK.get_tensor(cute.get_nonswizzle_portion(sK_layout), swizzle=cute.get_swizzle_portion(sK_layout))
+        sQ = st.sQ.get_tensor(cute.get_nonswizzle_portion(sQ_layout), swizzle=cute.get_swizzle_portion(sQ_layout))
+        sS = st.sS.get_tensor(sS_layout)                                    # (64, 1, STAGES)
+        q_bar = st.q_bar.data_ptr()
+        # full[s]: the producer's arrive + stage s's TMA bytes; empty[s]: one arrive per MMA warp
+        ring = pipeline.PipelineTmaAsync.create(
+            barrier_storage=st.ring_bars.data_ptr(), num_stages=stages,
+            producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
+            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, MMA_WARPS),
+            tx_count=PAGE * D_IDX + PAGE * 4, cta_layout_vmnk=cute.make_layout((1, 1, 1, 1)), defer_sync=True)
+        if warp == 0:
+            with cute.arch.elect_one():
+                cute.arch.mbarrier_init(q_bar, 1)
+        cute.arch.mbarrier_init_fence()
+        cute.arch.sync_threads()
+        if n_pages > 0:
+            if warp == PRODUCER_WARP:
+                _produce(tma_k, mK, tma_s, mS, tma_q, mQ, mBT, sK, sS, sQ, q_bar, ring, row, p_lo, n_pages)
+            if warp < MMA_WARPS:
+                _consume(tiled_mma, sK, sQ, sS, q_bar, ring, mW, mOut, tidx, row, p_lo, n_pages, seq_len)
+
+    @cute.jit
+    def _launch(mQ: cute.Tensor, mKV: cute.Tensor, mW: cute.Tensor, mLen: cute.Tensor, mBT: cute.Tensor,
+                mOut: cute.Tensor, stream: cutlass_torch.cuda.CUstream):
+        """mQ fp8 (B, 64, 128); mKV fp8 (P, 8448), the raw pages; mW f32 (B, 64); mLen i32 (B,);
+        mBT i32 (B, max_pages); mOut f32 (B, >= max_pages * 64)."""
+        B, P, max_pages = mQ.shape[0], mKV.shape[0], mBT.shape[1]
+        mK = cute.make_tensor(mKV.iterator, cute.make_layout((PAGE, D_IDX, P), stride=(D_IDX, 1, PAGE_BYTES)))
+        s_ptr = cute.recast_ptr(mKV.iterator + SCALE_AT, dtype=cutlass.Float32)
+        mS = cute.make_tensor(s_ptr, cute.make_layout((PAGE, 1, P), stride=(1, PAGE, PAGE_BYTES // 4)))
+        mQv = cute.make_tensor(mQ.iterator, cute.make_layout((H_IDX, D_IDX, B), stride=(D_IDX, 1, H_IDX * D_IDX)))
+        tiled_mma = sm90_utils.make_trivial_tiled_mma(fp8, fp8, OperandMajorMode.K, OperandMajorMode.K,
+                                                      cutlass.Float32, (1, 1, 1), tiler_mn=(PAGE, H_IDX))
+        sK_layout = sm90_utils.make_smem_layout_a(utils.LayoutEnum.ROW_MAJOR, tile, fp8, stages)
+        sQ_layout = sm90_utils.make_smem_layout_b(utils.LayoutEnum.ROW_MAJOR, tile, fp8, 1)
+        sS_layout = cute.make_layout((PAGE, 1, stages), stride=(1, PAGE, PAGE))
+        g2s = cpasync.CopyBulkTensorTileG2SOp()
+        tma_k, mK_t = cpasync.make_tiled_tma_atom(g2s, mK, cute.slice_(sK_layout, (None, None, 0)), (PAGE, D_IDX))
+        tma_s, mS_t = cpasync.make_tiled_tma_atom(g2s, mS, cute.slice_(sS_layout, (None, None, 0)), (PAGE, 1))
+        tma_q, mQ_t = cpasync.make_tiled_tma_atom(g2s, mQv, cute.slice_(sQ_layout, (None, None, 0)), (H_IDX, D_IDX))
+
+        @cute.struct
+        class Shared:
+            ring_bars: cute.struct.MemRange[cutlass.Int64, 2 * stages]      # full[STAGES], empty[STAGES]
+            q_bar: cute.struct.MemRange[cutlass.Int64, 1]
+            sK: cute.struct.Align[cute.struct.MemRange[fp8, cute.cosize(sK_layout)], 1024]
+            sQ: cute.struct.Align[cute.struct.MemRange[fp8, cute.cosize(sQ_layout)], 1024]
+            sS: cute.struct.Align[cute.struct.MemRange[cutlass.Float32, cute.cosize(sS_layout)], 128]
+
+        storage["struct"] = Shared
+        n_chunks = (max_pages + pages - 1) // pages
+        _kernel(tiled_mma, tma_k, mK_t, tma_s, mS_t, tma_q, mQ_t, mW, mLen, mBT, mOut,
+                sK_layout, sQ_layout, sS_layout).launch(grid=(B, n_chunks, 1), block=(THREADS, 1, 1), stream=stream)
+
+    return _launch
+
+
+def _compiled(pages, stages):
+    """cute.compile of one (PAGES, STAGES) with symbolic B, P, max_pages, cached. Runs without a GPU
+    (CUTE_DSL_ARCH=sm_90a)."""
+    fn = _COMPILED.get((pages, stages))
+    if fn is None:
+        fp8 = cutlass.Float8E4M3FN
+        B, P, MP = cute.sym_int32(), cute.sym_int32(), cute.sym_int32()
+        fake = (make_fake_compact_tensor(fp8, (B, H_IDX, D_IDX), stride_order=(2, 1, 0), assumed_align=16),
+                make_fake_compact_tensor(fp8, (P, PAGE_BYTES), stride_order=(1, 0), assumed_align=16),
+                make_fake_compact_tensor(cutlass.Float32, (B, H_IDX), stride_order=(1, 0), assumed_align=16),
+                make_fake_compact_tensor(cutlass.Int32, (B,), assumed_align=4),
+                make_fake_tensor(cutlass.Int32, (B, MP), stride=(cute.sym_int64(), 1), assumed_align=4),
+                make_fake_tensor(cutlass.Float32, (B, cute.sym_int32()), stride=(cute.sym_int64(), 1),
+                                 assumed_align=4))
+        fn = cute.compile(_build(pages, stages), *fake, make_fake_stream())
+        _COMPILED[(pages, stages)] = fn
+    return fn
+
+
+def _paged_logits(q, cache, weights, lengths, bt, logits, pages, stages):
+    """logits[b, j] for j < lengths[b] by the CuTe kernel (positions past a row's length are not written)."""
+    P = cache.shape[0]
+    kv = cache.view(torch.uint8).view(P, PAGE_BYTES).view(torch.float8_e4m3fn)
+    args = (from_dlpack(q, assumed_align=16).mark_compact_shape_dynamic(mode=0, stride_order=q.dim_order()),
+            from_dlpack(kv, assumed_align=16).mark_compact_shape_dynamic(mode=0, stride_order=kv.dim_order()),
+            from_dlpack(weights, assumed_align=16).mark_compact_shape_dynamic(mode=0,
+                                                                              stride_order=weights.dim_order()),
+            from_dlpack(lengths, assumed_align=4).mark_compact_shape_dynamic(mode=0),
+            from_dlpack(bt, assumed_align=4).mark_layout_dynamic(leading_dim=1),
+            from_dlpack(logits, assumed_align=4).mark_layout_dynamic(leading_dim=1))
+    _compiled(pages, stages)(*args, cutlass_torch.current_stream())
 
 
 @triton.jit
@@ -1042,11 +1222,7 @@ def forward(q_index_fp8, k_index_cache_fp8, weights, seq_lens, block_table):
     assert H == H_IDX and D == D_IDX and tuple(k_index_cache_fp8.shape[1:]) == (PAGE, 1, D + 4)
     dev = q_index_fp8.device
     q = q_index_fp8.contiguous()
-    if dev.type == "cpu":
-        q = q.view(torch.uint8)
     cache = k_index_cache_fp8.contiguous()
-    kv = cache.view(torch.float8_e4m3fn if dev.type != "cpu" else torch.uint8)
-    kf = cache.view(torch.float32)
     weights = weights.to(torch.float32).contiguous()
     lengths = seq_lens.to(torch.int32).contiguous()
     bt = block_table.to(torch.int32).contiguous()
@@ -1057,11 +1233,8 @@ def forward(q_index_fp8, k_index_cache_fp8, weights, seq_lens, block_table):
     max_pages = bt.shape[1]
     N = max(max_pages * PAGE, 1)
     logits = torch.empty((B, N), dtype=torch.float32, device=dev)
-    grid = (B, triton.cdiv(max_pages, p["PAGES"]))
-    _fp8_logits[grid](q, kv, kf, weights, lengths, bt, logits, bt.stride(0), N, B, H=H, D=D, PG=PAGE,
-                      PAGES=p["PAGES"], BT=p["BT"] if dev.type != "cpu" else CPU_BT,
-                          UPCAST=dev.type == "cpu", num_warps=p["num_warps"],
-                      num_stages=p["num_stages"])
+    if max_pages > 0 and cache.shape[0] > 0:
+        _paged_logits(q, cache, weights, lengths, bt, logits, p["PAGES"], p["STAGES"])
     _topk(logits, lengths, TOPK, out, **{n[3:]: v for n, v in p.items() if n.startswith("TK_")})
     _to_global[(B, triton.cdiv(TOPK, p["MAP_BLOCK"]))](out, bt, bt.stride(0), TOPK, PG=PAGE, BLOCK=p["MAP_BLOCK"])
     return out
