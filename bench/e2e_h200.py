@@ -25,7 +25,8 @@ from gpu_worker.dispatch import Dispatcher, single_kernel_config
 from gpu_worker.e2e import run_gate
 from gpu_worker.e2e.gate import capture_step, time_interleaved
 from gpu_worker.e2e.harness import PROFILES
-from gpu_worker.e2e.model import DecodeModel, _index_logits_torch, _quantize_rows, load_preset
+from gpu_worker.e2e.model import DecodeModel, _index_logits_torch, load_preset
+from gpu_worker.e2e.quant import quantize_rows
 from gpu_worker.e2e.parity import selection_valid
 
 CANDIDATES = ROOT / "gpu_worker" / "candidates" / "dsa_topk"
@@ -65,9 +66,9 @@ def check_indexer(log):
     p = load_preset("mini")
     dt = getattr(torch, p["index_cache_dtype"])
     B, H, D, L = 3, p["index_heads"], p["index_head_dim"], 5000
-    q, qs = _quantize_rows(torch.randn(B, H, D, device="cuda"), dt)
+    q, qs = quantize_rows(torch.randn(B, H, D, device="cuda"), dt)
     w = torch.randn(B, H, device="cuda") * qs
-    k, ks = _quantize_rows(torch.randn(B, L, D, device="cuda"), dt)
+    k, ks = quantize_rows(torch.randn(B, L, D, device="cuda"), dt)
     o1, o2 = torch.empty(B, L, device="cuda"), torch.empty(B, L, device="cuda")
     index_logits_triton(q, w, k, ks, o1)
     _index_logits_torch(q, w, k, ks, o2)

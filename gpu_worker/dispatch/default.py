@@ -1,4 +1,5 @@
-"""The default dsa_topk kernel: masked torch.topk (what serving runs when no route applies)."""
+"""The default kernels, what serving runs where no route applies: masked torch.topk for dsa_topk; for
+dsa_indexer_topk_fp8, one-pass paged logits then the same top-k."""
 
 import torch
 
@@ -17,3 +18,15 @@ def default_topk(logits: torch.Tensor, lengths: torch.Tensor, k: int) -> torch.T
         pad = torch.full((m, k - take), -1, dtype=torch.int32, device=logits.device)
         indices = torch.cat([indices, pad], dim=1)
     return indices
+
+
+def default_indexer_topk_fp8(q_index_fp8, k_index_cache_fp8, weights, seq_lens, block_table) -> torch.Tensor:
+    """The default dsa_indexer_topk_fp8 kernel: the paged logits in one pass (dispatch/paged_logits.py), masked
+    torch.topk over them, then each position's page id x 64 + offset, -1 padded (the target's contract)."""
+    # local: the logits kernel is Triton, which a dispatcher of other targets never needs to import
+    from gpu_worker.dispatch.paged_logits import PAGE, paged_logits
+
+    logits = paged_logits(q_index_fp8, k_index_cache_fp8, weights, seq_lens, block_table)
+    local = default_topk(logits, seq_lens, 2048).long()
+    page = block_table.long().gather(1, local.clamp(min=0) // PAGE)
+    return torch.where(local >= 0, page * PAGE + local.clamp(min=0) % PAGE, -1).to(torch.int32)

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpu_worker.dispatch.default import default_topk
+from gpu_worker.dispatch.default import default_indexer_topk_fp8, default_topk
 from gpu_worker.dispatch.loader import (
     CandidateLoadError,
     load_candidate_module,
@@ -31,7 +31,17 @@ class Kernel:
     triton_names: frozenset = frozenset()
 
 
-DEFAULT_KERNELS = {"dsa_topk": default_topk}
+DEFAULT_KERNELS = {"dsa_topk": default_topk, "dsa_indexer_topk_fp8": default_indexer_topk_fp8}
+
+
+def call_shape(target: str, args: tuple, n_ctx: int | None = None) -> dict:
+    """The routing axes of one call, from host-side sizes only: rows and the context a call covers (the
+    logits' width; for the FP8 indexer the block table's pages x 64), or the n_ctx the caller passes."""
+    if target == "dsa_indexer_topk_fp8":
+        q, block_table = args[0], args[4]
+        return {"rows": int(q.shape[0]), "n_ctx": int(block_table.shape[1]) * 64 if n_ctx is None else n_ctx}
+    logits = args[0]
+    return {"rows": int(logits.shape[0]), "n_ctx": int(logits.shape[1] if n_ctx is None else n_ctx)}
 
 
 class Dispatcher:
@@ -158,14 +168,12 @@ class Dispatcher:
                  "kernel": self.default.name if i is None else self._kernels[i].name,
                  "calls": self.route_hits.get(i, 0)} for i in indices]
 
-    def topk(self, logits, lengths, k: int, *, n_ctx: int | None = None):
-        shape = {"rows": int(logits.shape[0]), "n_ctx": int(logits.shape[1] if n_ctx is None else n_ctx)}
-        index, kernel = self._route(shape)  # a one-axis config bounds n_ctx only
+    def __call__(self, *args, n_ctx: int | None = None):
+        """One call of the target's kernel (its contract's arguments), served by the route of its shape."""
+        index, kernel = self._route(call_shape(self.target, args, n_ctx))  # a one-axis config bounds n_ctx only
         self.calls[kernel.name] = self.calls.get(kernel.name, 0) + 1
         self.route_hits[index] = self.route_hits.get(index, 0) + 1
-        return kernel.forward(logits, lengths, k)
-
-    __call__ = topk
+        return kernel.forward(*args)
 
 
 def _kernel_ref(candidate_id: str, source: str, params: dict | None) -> dict:

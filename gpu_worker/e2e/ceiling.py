@@ -27,8 +27,9 @@ class FixedAnswer:
         return answer
 
 
-# slot (the target the e2e step dispatches) -> the name of its output in a step snapshot
-SLOT_OUTPUT = {"dsa_topk": "indices"}
+# slot (the target the e2e step dispatches) -> the name of its output in a step snapshot: the top-k's positions,
+# the FP8 indexer's global token ids
+SLOT_OUTPUT = {"dsa_topk": "indices", "dsa_indexer_topk_fp8": "slot_out"}
 
 
 def fixed_answer_for(target: str, default_snapshot: dict) -> FixedAnswer:

@@ -33,11 +33,11 @@ from gpu_worker.dispatch import (
     single_kernel_config,
 )
 from gpu_worker.e2e.ceiling import ceiling_summary, fixed_answer_for
-from gpu_worker.e2e.harness import PROFILES, HarnessConfig, normalize_grid
-from gpu_worker.e2e.model import DecodeModel, load_preset
-from gpu_worker.e2e.parity import compare_steps
+from gpu_worker.e2e.harness import CPU_PROFILE, PROFILES, HarnessConfig, normalize_grid
+from gpu_worker.e2e.model import SLOTS, DecodeModel, load_preset
+from gpu_worker.e2e.parity import compare_indexer_steps, compare_steps
 
-E2E_TARGETS = {"dsa_topk"}
+E2E_TARGETS = set(SLOTS)
 # PARAMS keys a candidate could use to steer the harness; they are findings, never settings
 _GRAPH_KEYS = {"graphs", "cuda_graphs", "use_cuda_graphs", "cudagraphs", "eager", "enforce_eager"}
 _HARNESS_KEYS = {
@@ -74,7 +74,7 @@ def run_gate(
         return {"status": "error", "reason": f"unknown e2e profile {profile!r}", "findings": []}
     requested = PROFILES[profile]
     gpu = torch.cuda.is_available()
-    cfg = requested if (gpu and requested.graphs) else PROFILES["cpu"]
+    cfg = requested if (gpu and requested.graphs) else PROFILES[CPU_PROFILE[target]]
     result = {
         "status": None,
         "mode": "cuda-graphs" if cfg.graphs else "cpu-eager",
@@ -251,30 +251,37 @@ def _status(result: dict, cfg: HarnessConfig) -> str:
 
 
 def _snapshot(out, model: DecodeModel) -> dict:
-    return {"hidden": out.hidden.clone(), "indices": model.indices.clone(), "logits": model.logits.clone()}
+    if model.slot == "dsa_topk":
+        return {"hidden": out.hidden.clone(), "indices": model.indices.clone(), "logits": model.logits.clone()}
+    return {"hidden": out.hidden.clone(), "indices": model.indices.clone(), "slot_out": model.slot_out.clone(),
+            "q": model.slot_q.clone(), "w": model.slot_w.clone()}
+
+
+def _compare(default: dict, other: dict, model: DecodeModel, cfg) -> dict:
+    """One step's outputs against the default's, by the slot's rule (e2e/parity.py)."""
+    if model.slot == "dsa_topk":
+        return compare_steps(default, other, model.lengths, model.topk_k, cfg.hidden_rtol)
+    return compare_indexer_steps(default, other, model, cfg.hidden_rtol)
 
 
 def _parity(outs: dict, model, cfg) -> dict:
-    """The candidate's step against the default's (compare_steps), and whether the incumbent's agreed too."""
-    parity = compare_steps(outs["default"], outs["candidate"], model.lengths, model.topk_k, cfg.hidden_rtol)
+    """The candidate's step against the default's, and whether the incumbent's agreed too."""
+    parity = _compare(outs["default"], outs["candidate"], model, cfg)
     if "incumbent" in outs:
-        parity["incumbent_ok"] = compare_steps(
-            outs["default"], outs["incumbent"], model.lengths, model.topk_k, cfg.hidden_rtol
-        )["ok"]
+        parity["incumbent_ok"] = _compare(outs["default"], outs["incumbent"], model, cfg)["ok"]
     return parity
 
 
 def _run_point_eager(cfg, preset, batch, context, dispatchers, findings) -> dict:
-    model = DecodeModel(preset, batch=batch, context=context, device="cpu", seed=cfg.seed)
+    model = DecodeModel(preset, batch=batch, context=context, device="cpu", seed=cfg.seed,
+                        slot=dispatchers["default"].target)
     outs = {}
     for name, d in dispatchers.items():
         d.calls.clear()
         outs[name] = _snapshot(model.step(d), model)
     parity = _parity(outs, model, cfg)
     fixed = fixed_answer_for(dispatchers["default"].target, outs["default"])
-    ceiling = compare_steps(
-        outs["default"], _snapshot(model.step(fixed), model), model.lengths, model.topk_k, cfg.hidden_rtol
-    )
+    ceiling = _compare(outs["default"], _snapshot(model.step(fixed), model), model, cfg)
     ran = dispatchers["candidate"].calls.get("candidate", 0) == preset["layers"]
     return {
         "batch": batch,
@@ -366,7 +373,8 @@ def profiled_kernel_names(graph) -> set[str]:
 
 
 def _run_point_graphs(cfg, preset, batch, context, dispatchers, findings) -> dict:
-    model = DecodeModel(preset, batch=batch, context=context, device="cuda", seed=cfg.seed)
+    model = DecodeModel(preset, batch=batch, context=context, device="cuda", seed=cfg.seed,
+                        slot=dispatchers["default"].target)
     graphs, outs = {}, {}
     point = {"batch": batch, "context": context}
     for name, d in dispatchers.items():
@@ -392,9 +400,7 @@ def _run_point_graphs(cfg, preset, batch, context, dispatchers, findings) -> dic
     graphs["ceiling"], out = capture_step(model, fixed)
     graphs["ceiling"].replay()
     torch.cuda.synchronize()
-    ceiling = compare_steps(
-        outs["default"], _snapshot(out, model), model.lengths, model.topk_k, cfg.hidden_rtol
-    )
+    ceiling = _compare(outs["default"], _snapshot(out, model), model, cfg)
     del outs, out
 
     # profiler evidence: the candidate's own Triton kernel inside its graph, absent from the default's

@@ -41,7 +41,13 @@ PROFILES = {
     # (4 layers; per token a 576-wide bf16 latent and a 128-byte FP8 index key)
     "h100": replace(_H200, profile="h100"),
     "cpu": HarnessConfig(profile="cpu", preset="tiny", batches=(1, 3), contexts=(48, 200), graphs=False),
+    # the FP8 indexer slot keeps its contract's widths (64 heads x 128, top-2048) on a CPU too: rows up to 2200
+    # tokens, so that the top-k selects from more than k, in 64-token pages
+    "cpu_fp8": HarnessConfig(profile="cpu_fp8", preset="tiny_fp8", batches=(1, 3), contexts=(200, 2200),
+                             graphs=False),
 }
+# the plumbing check a CPU host runs instead of a GPU profile, per slot
+CPU_PROFILE = {"dsa_topk": "cpu", "dsa_indexer_topk_fp8": "cpu_fp8"}
 
 
 def normalize_grid(grid) -> list[tuple[int, int]]:

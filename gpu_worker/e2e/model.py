@@ -1,9 +1,18 @@
-"""A DeepSeek-V3.2-shaped decode step over a static cache, with top-k through dispatch.
+"""A DeepSeek-V3.2-shaped decode step over a static cache, with one kernel slot served through dispatch.
 
 Per layer: RMSNorm; lightning indexer (q from the q-LoRA latent, one shared key head, per-head
-weights; logits sum_h w*relu(q.k) over the FP8 index-key cache); top-k via the kernel the
-dispatcher routes for n_ctx; sparse MQA over the latent KV cache at the selected positions;
-residual; RMSNorm; SwiGLU MLP; residual. Presets: skills/models/deepseek-v3.2/e2e_presets.json.
+weights; logits sum_h w*relu(q.k) over the FP8 index-key cache); top-k; sparse MQA over the latent KV cache
+at the selected positions; residual; RMSNorm; SwiGLU MLP; residual. Presets:
+skills/models/deepseek-v3.2/e2e_presets.json.
+
+The slot is a target (docs/harness.md, "The e2e gate"):
+- `dsa_topk`: the model computes the logits (one Triton pass over a contiguous FP8 key cache) and the
+  dispatched kernel picks the top-k positions.
+- `dsa_indexer_topk_fp8`: the key cache is paged in that target's layout (132 bytes a token, 64-token pages,
+  each row's pages shuffled over the pool by a block table) and the dispatched kernel is the whole indexer:
+  q, the cache, the weights, the lengths and the block table in, global token ids out, which the step maps
+  back to positions. The step keeps each layer's q and weights so that parity can check the ids against the
+  exact logits afterwards.
 """
 
 import json
@@ -14,10 +23,11 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from gpu_worker.e2e.quant import quantize_rows
+
 PRESETS_PATH = (
     Path(__file__).resolve().parents[2] / "skills" / "models" / "deepseek-v3.2" / "e2e_presets.json"
 )
-FP8_MAX = 448.0
 
 
 def load_preset(name: str, path: Path | str | None = None) -> dict:
@@ -27,19 +37,14 @@ def load_preset(name: str, path: Path | str | None = None) -> dict:
     return {"model": data["model"], "name": name, **data["presets"][name]}
 
 
+SLOTS = ("dsa_topk", "dsa_indexer_topk_fp8")
+
+
 @dataclass
 class StepOutputs:
     hidden: torch.Tensor  # [B, d_model] final hidden state
-    indices: torch.Tensor  # [layers, B, topk] int32, each layer's selection
-    logits: torch.Tensor  # [layers, B, L] f32, each layer's indexer logits
-
-
-def _quantize_rows(x: torch.Tensor, dtype: torch.dtype):
-    """Per-row symmetric quantisation to FP8 (scale = amax/448); bf16 passes through with scale 1."""
-    if dtype == torch.bfloat16:
-        return x.to(dtype), torch.ones(x.shape[:-1], dtype=torch.float32, device=x.device)
-    scale = x.float().abs().amax(-1).clamp_min(1e-4) / FP8_MAX
-    return (x.float() / scale[..., None]).to(dtype), scale
+    indices: torch.Tensor  # [layers, B, topk] int32, each layer's selection (positions)
+    logits: torch.Tensor | None  # [layers, B, L] f32, each layer's indexer logits (slot dsa_topk)
 
 
 def _index_logits_torch(q, w, k_cache, k_scale, out):
@@ -61,8 +66,12 @@ class DecodeModel:
         device: str | torch.device,
         seed: int = 0,
         indexer: str | None = None,
+        slot: str = "dsa_topk",
     ):
+        if slot not in SLOTS:
+            raise ValueError(f"no e2e slot {slot!r}; have {SLOTS}")
         p = preset
+        self.slot = slot
         self.preset, self.batch, self.context = p, batch, context
         self.device = torch.device(device)
         self.dtype = getattr(torch, p["dtype"])
@@ -75,6 +84,23 @@ class DecodeModel:
         nh, c = p["attn_heads"], p["kv_lora_rank"] + p["rope_dim"]
         self.H, self.D, self.nh, self.c, self.v = H, D, nh, c, p["kv_lora_rank"]
         B, L = batch, context
+        if slot == "dsa_indexer_topk_fp8":
+            from gpu_worker.targets import dsa_indexer_topk_fp8 as fp8  # local: the slot's contract, torch only
+
+            want = (fp8.HEADS, fp8.HEAD_DIM, fp8.K, torch.float8_e4m3fn)
+            if (H, D, self.topk_k, self.index_dtype) != want:
+                raise ValueError(f"preset {p['name']!r} does not fit the {slot} contract {want}")
+            self.pages_per_row = (L + fp8.PAGE - 1) // fp8.PAGE
+            # each row owns its pages, shuffled over the pool (as a server's allocator leaves them); drawn from a
+            # generator of its own, so that weights and keys are the same as in the dsa_topk slot's model
+            perm = torch.randperm(B * self.pages_per_row, generator=torch.Generator().manual_seed(seed + 1))
+            self.block_table = perm.view(B, self.pages_per_row).to(torch.int32).to(self.device)
+            # page id -> its row and the position of its first token there (ids map back to positions)
+            page_start = torch.empty(B * self.pages_per_row, dtype=torch.int64)
+            page_start[perm] = torch.arange(self.pages_per_row).repeat(B) * fp8.PAGE
+            page_row = torch.empty(B * self.pages_per_row, dtype=torch.int64)
+            page_row[perm] = torch.arange(B).repeat_interleave(self.pages_per_row)
+            self.page_start, self.page_row = page_start.to(self.device), page_row.to(self.device)
 
         def w(*shape, fan_in):
             return self._rand(g, shape, 1.0 / math.sqrt(fan_in))
@@ -98,8 +124,10 @@ class DecodeModel:
             }
             # static caches: random keys, FP8 index keys with per-token scales
             kc = self._rand(g, (B, L, D), 1.0)
-            layer["idx_cache"], layer["idx_scale"] = _quantize_rows(kc, self.index_dtype)
+            layer["idx_cache"], layer["idx_scale"] = quantize_rows(kc, self.index_dtype)
             del kc
+            if slot == "dsa_indexer_topk_fp8":
+                layer["idx_pages"] = self._paged(layer.pop("idx_cache"), layer.pop("idx_scale"))
             layer["kv_cache"] = self._rand(g, (B, L, c), 1.0)
             self.layers.append(layer)
         self.x = self._rand(g, (B, d), 1.0)
@@ -109,8 +137,20 @@ class DecodeModel:
         self.rows = torch.arange(B, device=self.device)
         self.new_pos = (self.lengths - 1).long()
         nl = p["layers"]
-        self.logits = torch.empty((nl, B, L), dtype=torch.float32, device=self.device)
         self.indices = torch.empty((nl, B, self.topk_k), dtype=torch.int32, device=self.device)
+        if slot == "dsa_topk":
+            self.logits = torch.empty((nl, B, L), dtype=torch.float32, device=self.device)
+            self.slot_out = self.indices  # the slot's output is the positions themselves
+        else:
+            self.logits = None
+            self.slot_out = torch.empty((nl, B, self.topk_k), dtype=torch.int32, device=self.device)  # ids
+            self.slot_q = torch.empty((nl, B, H, D), dtype=self.index_dtype, device=self.device)
+            self.slot_w = torch.empty((nl, B, H), dtype=torch.float32, device=self.device)
+            # where the new token's key and scale go in its page: byte offsets, fixed for the model
+            t = (self.new_pos % 64)[:, None]
+            self.new_page = self.block_table[self.rows, (self.new_pos // 64)].long()[:, None]
+            self.new_key_bytes = t * D + torch.arange(D, device=self.device)[None, :]
+            self.new_scale_bytes = 64 * D + t * 4 + torch.arange(4, device=self.device)[None, :]
         self.sm_scale = 1.0 / math.sqrt(c)
         self.w_scale = H**-0.5 * D**-0.5
 
@@ -125,15 +165,37 @@ class DecodeModel:
             )
         return (torch.randn(shape, generator=g) * std).to(self.dtype).to(self.device)
 
-    def cache_bytes(self) -> int:
-        return sum(
-            t.numel() * t.element_size()
-            for l in self.layers
-            for t in (l["idx_cache"], l["idx_scale"], l["kv_cache"])
-        )
+    def _paged(self, keys: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
+        """[B, L, D] FP8 keys and [B, L] scales -> the paged cache int8 [P, 64, 1, D + 4], row b's logical
+        page j at block_table[b, j]; the tail of a row's last page holds zero keys with scale 1."""
+        from gpu_worker.targets.dsa_indexer_topk_fp8 import PAGE, pack_pages  # local: the slot's contract
 
-    def step(self, topk) -> StepOutputs:
-        """One decode step; `topk(logits, lengths, k)` is the dispatched top-k."""
+        B, L, D = keys.shape
+        W = self.pages_per_row
+        kp = torch.zeros((B, W * PAGE, D), dtype=keys.dtype, device=keys.device)
+        sp = torch.ones((B, W * PAGE), dtype=torch.float32, device=keys.device)
+        kp[:, :L], sp[:, :L] = keys, scales
+        pages = torch.empty((B * W, PAGE, 1, D + 4), dtype=torch.int8, device=keys.device)
+        pages[self.block_table.reshape(-1).long()] = pack_pages(kp.view(B * W, PAGE, D), sp.view(B * W, PAGE))
+        return pages
+
+    def _positions(self, ids: torch.Tensor) -> torch.Tensor:
+        """Global token ids -> positions in their rows, -1 for padding. An id that is no token of its row (a
+        wrong kernel's) becomes -1 too, so the step still runs and parity reports it by the target's check
+        (an index past the cache would stop the step, on a GPU with a device-side error)."""
+        gid = ids.clamp_min(0).long()
+        page = (gid // 64).clamp_max(self.page_start.shape[0] - 1)
+        pos = self.page_start[page] + gid % 64
+        mine = (ids >= 0) & (gid // 64 < self.page_start.shape[0]) & (self.page_row[page] == self.rows[:, None])
+        return torch.where(mine & (pos < self.context), pos, -1).to(torch.int32)
+
+    def cache_bytes(self) -> int:
+        keys = ("idx_pages", "kv_cache") if self.slot == "dsa_indexer_topk_fp8" else ("idx_cache", "idx_scale", "kv_cache")
+        return sum(l[k].numel() * l[k].element_size() for l in self.layers for k in keys)
+
+    def step(self, kernel) -> StepOutputs:
+        """One decode step; `kernel` serves the slot: `kernel(logits, lengths, k)` for dsa_topk, `kernel(q, pages,
+        weights, lengths, block_table)` for dsa_indexer_topk_fp8."""
         p, B = self.preset, self.batch
         eps = p["rms_eps"]
         x = self.x
@@ -141,19 +203,29 @@ class DecodeModel:
             h = F.rms_norm(x, (x.shape[-1],), ly["norm1"], eps)
             qa = F.rms_norm(h @ ly["wq_a"], (ly["wq_a"].shape[1],), ly["qnorm"], eps)
             # indexer: new token's key into the cache, then logits over every cached position
-            k_new, k_new_scale = _quantize_rows(h @ ly["wk_idx"], self.index_dtype)
-            ly["idx_cache"][self.rows, self.new_pos] = k_new
-            ly["idx_scale"][self.rows, self.new_pos] = k_new_scale
-            q_idx, q_scale = _quantize_rows((qa @ ly["wq_idx"]).view(B, self.H, self.D), self.index_dtype)
+            k_new, k_new_scale = quantize_rows(h @ ly["wk_idx"], self.index_dtype)
+            q_idx, q_scale = quantize_rows((qa @ ly["wq_idx"]).view(B, self.H, self.D), self.index_dtype)
             w_idx = (h @ ly["w_idx_weights"]).float() * (self.w_scale * q_scale)
-            logits = self.logits[i]
-            if self.indexer == "triton":
-                from gpu_worker.e2e.indexer import index_logits_triton  # triton only where it compiles
+            if self.slot == "dsa_topk":
+                ly["idx_cache"][self.rows, self.new_pos] = k_new
+                ly["idx_scale"][self.rows, self.new_pos] = k_new_scale
+                logits = self.logits[i]
+                if self.indexer == "triton":
+                    from gpu_worker.e2e.indexer import index_logits_triton  # triton only where it compiles
 
-                index_logits_triton(q_idx, w_idx, ly["idx_cache"], ly["idx_scale"], logits)
+                    index_logits_triton(q_idx, w_idx, ly["idx_cache"], ly["idx_scale"], logits)
+                else:
+                    _index_logits_torch(q_idx, w_idx, ly["idx_cache"], ly["idx_scale"], logits)
+                idx = kernel(logits, self.lengths, self.topk_k)
             else:
-                _index_logits_torch(q_idx, w_idx, ly["idx_cache"], ly["idx_scale"], logits)
-            idx = topk(logits, self.lengths, self.topk_k)
+                flat = ly["idx_pages"].view(torch.uint8).view(ly["idx_pages"].shape[0], -1)
+                flat[self.new_page, self.new_key_bytes] = k_new.view(torch.uint8)
+                flat[self.new_page, self.new_scale_bytes] = k_new_scale.contiguous().view(torch.uint8).view(B, 4)
+                self.slot_q[i].copy_(q_idx)
+                self.slot_w[i].copy_(w_idx)
+                ids = kernel(q_idx.contiguous(), ly["idx_pages"], w_idx.contiguous(), self.lengths, self.block_table)
+                self.slot_out[i].copy_(ids)
+                idx = self._positions(self.slot_out[i])
             self.indices[i].copy_(idx)
             # sparse MQA over the latent cache at the selected positions
             ly["kv_cache"][self.rows, self.new_pos] = h @ ly["wkv_a"]

@@ -74,3 +74,37 @@ def compare_steps(default, candidate, lengths: torch.Tensor, k: int, hidden_rtol
         ],
         "ok": sets_agree and finite and err <= hidden_rtol,
     }
+
+
+def compare_indexer_steps(default, candidate, model, hidden_rtol: float) -> dict:
+    """The dsa_indexer_topk_fp8 slot: each layer's ids are checked by that target's own check against the exact
+    logits of the q and weights the step kept (an FP8 boundary swap within its band passes, nothing else),
+    the first layer's q and weights must be bit-equal to the default's (identical inputs), and the hidden
+    state within hidden_rtol. `default`/`candidate`: step snapshots with hidden, indices, slot_out, q, w."""
+    from gpu_worker.targets import dsa_indexer_topk_fp8 as fp8  # local: the slot's contract, torch only
+
+    layers = candidate["slot_out"].shape[0]
+    checks = []
+    for i in range(layers):
+        inputs = (candidate["q"][i], model.layers[i]["idx_pages"], candidate["w"][i], model.lengths, model.block_table)
+        ok, _, message = fp8.check(candidate["slot_out"][i], inputs, fp8.reference(inputs))
+        checks.append((ok, message))
+    valid = all(ok for ok, _ in checks)
+    same_first = bool(torch.equal(default["q"][0].view(torch.uint8), candidate["q"][0].view(torch.uint8))
+                      and torch.equal(default["w"][0], candidate["w"][0]))
+    hd, hc = default["hidden"].float(), candidate["hidden"].float()
+    finite = bool(torch.isfinite(hc).all())
+    err = float((hc - hd).abs().max()) / float(hd.abs().max().clamp_min(1e-6)) if finite else float("inf")
+    n = model.pages_per_row * 64
+    result = {
+        "sets_agree": valid and same_first,
+        "hidden_max_err": err,
+        "hidden_rtol": hidden_rtol,
+        "overlap_per_layer": [
+            round(overlap(default["indices"][i], candidate["indices"][i], n), 6) for i in range(layers)
+        ],
+        "ok": valid and same_first and finite and err <= hidden_rtol,
+    }
+    if not valid:
+        result["check"] = next(message for ok, message in checks if not ok)
+    return result

@@ -102,11 +102,11 @@ def indexer_logits(M: int, N: int, g: torch.Generator, device) -> torch.Tensor:
     into w), w scaled by (H D)^-1/2. The keys are drawn once and shared by the rows (their values, not their
     identity, are what a top-k sees); q, w and K come from the generator, so the same seed gives the same
     logits on every device."""
-    from gpu_worker.e2e.model import _quantize_rows  # local: the e2e model loads only for this value family
+    from gpu_worker.e2e.quant import quantize_rows  # local: only this value family quantises
 
     H, D = INDEXER_HEADS, INDEXER_DIM
-    k8, k_scale = _quantize_rows(torch.randn(N, D, generator=g, device=device), torch.float8_e4m3fn)
-    q8, q_scale = _quantize_rows(torch.randn(M, H, D, generator=g, device=device), torch.float8_e4m3fn)
+    k8, k_scale = quantize_rows(torch.randn(N, D, generator=g, device=device), torch.float8_e4m3fn)
+    q8, q_scale = quantize_rows(torch.randn(M, H, D, generator=g, device=device), torch.float8_e4m3fn)
     w = torch.randn(M, H, generator=g, device=device) * (H * D) ** -0.5 * q_scale
     kf = k8.float()
     out = torch.empty(M, N, device=device)
