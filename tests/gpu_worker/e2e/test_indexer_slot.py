@@ -103,3 +103,29 @@ def test_the_gate_checks_every_point_and_its_ceiling_on_a_cpu():
         assert p["ceiling_parity"]["hidden_max_err"] == 0.0 and p["ceiling_tok_s"] is None
     wrong = run_gate(target=SLOT, candidate_source=IGNORES_TABLE, incumbent_source=None, profile="h200")
     assert wrong["status"] == "fail" and not all(p["parity"]["ok"] for p in wrong["points"])
+
+
+def test_the_default_logits_kernel_in_the_interpreter_equals_the_torch_path():
+    """The Triton kernel a GPU runs for the default's logits (dispatch/paged_logits.py), run here in Triton's
+    interpreter: the same logits as the CPU's torch path up to f32 summation order, and no page at or past a
+    row's length is written."""
+    pytest.importorskip("triton")
+    import os
+
+    from gpu_worker.dispatch import paged_logits as pl
+    if not os.environ.get("TRITON_INTERPRET"):
+        pytest.skip("needs Triton's interpreter (TRITON_INTERPRET=1 before triton is imported)")
+    inputs = fp8.make_inputs(fp8._shape(3, 2500, "heavy_tail"), 5, "cpu")
+    q, cache, w, lens, bt = inputs
+    want = pl.paged_logits(*inputs)
+    B, H, D = q.shape
+    got = torch.full((B, bt.shape[1] * 64), float("nan"))
+    pl._paged_logits_kernel[(B, bt.shape[1])](
+        q, w, cache.view(torch.float8_e4m3fn), cache.view(torch.float32), lens, bt, got, bt.stride(0),
+        got.stride(0), H=H, D=D, PG=64, PB=pl.PAGE_BYTES, num_warps=4)
+    assert int(lens.min()) + 64 <= bt.shape[1] * 64  # a ragged row: whole pages of its table past its length
+    for b in range(B):
+        L, end = int(lens[b]), (int(lens[b]) + 63) // 64 * 64
+        scale = float(want[b, :L].abs().max())
+        assert float((got[b, :L] - want[b, :L]).abs().max()) <= 1e-5 * scale
+        assert bool(torch.isnan(got[b, end:]).all())
