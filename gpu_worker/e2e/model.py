@@ -5,7 +5,7 @@ weights; logits sum_h w*relu(q.k) over the FP8 index-key cache); top-k; sparse M
 at the selected positions; residual; RMSNorm; SwiGLU MLP; residual. Presets:
 skills/models/deepseek-v3.2/e2e_presets.json.
 
-The slot is a target (docs/harness.md, "The e2e gate"):
+The slot is a target (docs/harness.md, "Two slots"):
 - `dsa_topk`: the model computes the logits (one Triton pass over a contiguous FP8 key cache) and the
   dispatched kernel picks the top-k positions.
 - `dsa_indexer_topk_fp8`: the key cache is paged in that target's layout (132 bytes a token, 64-token pages,
