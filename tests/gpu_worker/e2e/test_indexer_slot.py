@@ -129,3 +129,31 @@ def test_the_default_logits_kernel_in_the_interpreter_equals_the_torch_path():
         scale = float(want[b, :L].abs().max())
         assert float((got[b, :L] - want[b, :L]).abs().max()) <= 1e-5 * scale
         assert bool(torch.isnan(got[b, end:]).all())
+
+
+COMPILE_SM90 = """
+import re, triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+from gpu_worker.dispatch.paged_logits import _paged_logits_kernel, PAGE, PAGE_BYTES
+sig = {"q_ptr": "*fp8e4nv", "w_ptr": "*fp32", "kv_ptr": "*fp8e4nv", "ks_ptr": "*fp32", "len_ptr": "*i32",
+       "bt_ptr": "*i32", "out_ptr": "*fp32", "stride_bt": "i32", "stride_ob": "i32",
+       "H": "constexpr", "D": "constexpr", "PG": "constexpr", "PB": "constexpr"}
+src = ASTSource(fn=_paged_logits_kernel, signature=sig, constexprs={"H": 64, "D": 128, "PG": PAGE, "PB": PAGE_BYTES})
+ptx = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4}).asm["ptx"]
+print(sorted(set(re.findall(r"wgmma\\.mma_async[\\w.]*", ptx))))
+"""
+
+
+def test_the_default_logits_kernel_compiles_for_sm90_with_an_fp8_wgmma():
+    """The interpreter accepts what Triton's compiler may refuse: the kernel a GPU runs compiles here for sm_90a
+    (no GPU needed), its FP8 dot as the e4m3 WGMMA."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    r = subprocess.run([sys.executable, "-c", COMPILE_SM90], capture_output=True, text=True, env=env, cwd=ROOT,
+                       timeout=300, check=False)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3" in r.stdout, r.stdout
