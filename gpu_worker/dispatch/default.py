@@ -24,9 +24,8 @@ def default_indexer_topk_fp8(q_index_fp8, k_index_cache_fp8, weights, seq_lens, 
     """The default dsa_indexer_topk_fp8 kernel: the paged logits in one pass (dispatch/paged_logits.py), masked
     torch.topk over them, then each position's page id x 64 + offset, -1 padded (the target's contract)."""
     # local: the logits kernel is Triton, which a dispatcher of other targets never needs to import
-    from gpu_worker.dispatch.paged_logits import PAGE, paged_logits
+    from gpu_worker.dispatch.paged_logits import paged_logits
+    from gpu_worker.targets.dsa_indexer_topk_fp8 import global_ids  # local: as above, for this target alone
 
     logits = paged_logits(q_index_fp8, k_index_cache_fp8, weights, seq_lens, block_table)
-    local = default_topk(logits, seq_lens, 2048).long()
-    page = block_table.long().gather(1, local.clamp(min=0) // PAGE)
-    return torch.where(local >= 0, page * PAGE + local.clamp(min=0) % PAGE, -1).to(torch.int32)
+    return global_ids(default_topk(logits, seq_lens, 2048), block_table)

@@ -50,6 +50,15 @@ def overlap(a: torch.Tensor, b: torch.Tensor, n: int) -> float:
     return float((inter / size).mean())
 
 
+def hidden_error(default, candidate) -> tuple[bool, float]:
+    """Whether the candidate's final hidden state is finite, and its largest deviation from the default's
+    relative to the default's largest value (inf where it is not finite)."""
+    hd, hc = default["hidden"].float(), candidate["hidden"].float()
+    finite = bool(torch.isfinite(hc).all())
+    scale = float(hd.abs().max().clamp_min(1e-6))
+    return finite, (float((hc - hd).abs().max()) / scale if finite else float("inf"))
+
+
 def compare_steps(default, candidate, lengths: torch.Tensor, k: int, hidden_rtol: float) -> dict:
     """default/candidate: dicts of hidden [B, d], indices [layers, B, k], logits [layers, B, L] (copies)."""
     layers = default["indices"].shape[0]
@@ -60,10 +69,7 @@ def compare_steps(default, candidate, lengths: torch.Tensor, k: int, hidden_rtol
     )
     # the first layer sees identical inputs in both runs, so its logits must match bit for bit
     same_first_logits = bool(torch.equal(default["logits"][0], candidate["logits"][0]))
-    hd, hc = default["hidden"].float(), candidate["hidden"].float()
-    finite = bool(torch.isfinite(hc).all())
-    scale = float(hd.abs().max().clamp_min(1e-6))
-    err = float((hc - hd).abs().max()) / scale if finite else float("inf")
+    finite, err = hidden_error(default, candidate)
     sets_agree = valid and same_first_logits
     return {
         "sets_agree": sets_agree,
@@ -92,9 +98,7 @@ def compare_indexer_steps(default, candidate, model, hidden_rtol: float) -> dict
     valid = all(ok for ok, _ in checks)
     same_first = bool(torch.equal(default["q"][0].view(torch.uint8), candidate["q"][0].view(torch.uint8))
                       and torch.equal(default["w"][0], candidate["w"][0]))
-    hd, hc = default["hidden"].float(), candidate["hidden"].float()
-    finite = bool(torch.isfinite(hc).all())
-    err = float((hc - hd).abs().max()) / float(hd.abs().max().clamp_min(1e-6)) if finite else float("inf")
+    finite, err = hidden_error(default, candidate)
     n = model.pages_per_row * 64
     result = {
         "sets_agree": valid and same_first,

@@ -238,8 +238,13 @@ def baseline(q_index_fp8, k_index_cache_fp8, weights, seq_lens, block_table):
         ks = rows[:, PAGE * HEAD_DIM:].contiguous().view(torch.float32).reshape(-1)
         s = (torch.relu(qf[m] @ kv.t()) * weights[m][:, None]).sum(0) * ks
         scores[m, :P * PAGE] = s
-    local = tc.torch_masked_topk(scores, seq_lens, K).long()
-    page = block_table.long().gather(1, (local.clamp(min=0) // PAGE).clamp(max=max(P - 1, 0)))
+    return global_ids(tc.torch_masked_topk(scores, seq_lens, K), block_table)
+
+
+def global_ids(local: torch.Tensor, block_table: torch.Tensor) -> torch.Tensor:
+    """Logical positions [B, k] (-1 padded) -> the contract's output: page id x 64 + offset, -1 kept."""
+    local = local.long()
+    page = block_table.long().gather(1, (local.clamp(min=0) // PAGE).clamp(max=max(block_table.shape[1] - 1, 0)))
     return torch.where(local >= 0, page * PAGE + local.clamp(min=0) % PAGE, -1).to(torch.int32)
 
 
