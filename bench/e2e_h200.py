@@ -5,6 +5,11 @@ step with graphs off (eager); and the cost of dispatch's selection.
     python bench/e2e_h200.py --out bench/results/h200
 
 Writes e2e.json (records), e2e_gate.json (the full gate result) and e2e.md (tables).
+
+    python bench/e2e_h200.py --slot dsa_indexer_topk_fp8 [--candidate FILE] --out DIR
+
+runs only the gate of that slot for one candidate (default: the target's best.py), largest point first,
+and rewrites DIR/e2e_gate_<slot>.json as each point ends: a lease cut short keeps what it measured.
 """
 
 import argparse
@@ -270,7 +275,11 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "h200"))
     ap.add_argument("--skip-eager", action="store_true")
+    ap.add_argument("--slot", help="run only this slot's gate (e.g. dsa_indexer_topk_fp8), point by point")
+    ap.add_argument("--candidate", help="with --slot: the candidate file (default: the target's best.py)")
     args = ap.parse_args()
+    if args.slot:
+        return slot_gate(args)
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     lines = []
@@ -358,6 +367,38 @@ def main():
     md = "\n".join(render_md(records, gate, summary)) + "\n"
     (out_dir / "e2e.md").write_text(md)
     print(md)
+
+
+def slot_gate(args):
+    """One slot's gate, largest point first, its JSON rewritten after every point."""
+    out_dir = Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    cand = Path(args.candidate or ROOT / "gpu_worker" / "candidates" / args.slot / "best.py")
+    profile = "h200" if "H200" in torch.cuda.get_device_name() else "h100"
+    path = out_dir / f"e2e_gate_{args.slot}.json"
+    head = {"command": "python bench/e2e_h200.py " + " ".join(sys.argv[1:]), "candidate_file": str(cand),
+            "smi_before": smi()}
+    t0 = time.time()
+
+    def on_point(result):
+        p = result["points"][-1]
+        if "error" in p:
+            print(f"B={p['batch']} L={p['context']}: {p['error']}", flush=True)
+        else:
+            print(
+                f"B={p['batch']:>2} L={p['context']:>6}: default {p['default_tok_s']:.1f} candidate "
+                f"{p['candidate_tok_s']:.1f} ceiling {p['ceiling_tok_s']:.1f} tok/s; ratio {p['ratio']:.3f} "
+                f"[{p['ratio_ci95'][0]:.3f}, {p['ratio_ci95'][1]:.3f}]; parity {p['parity']['ok']}; "
+                f"seen {p['kernel_evidence']} ({time.time() - t0:.0f} s)",
+                flush=True,
+            )
+        path.write_text(json.dumps({**head, **result}, indent=1))
+
+    gate = run_gate(target=args.slot, candidate_source=cand.read_text(), incumbent_source=None, profile=profile,
+                    largest_first=True, on_point=on_point)
+    gate["smi_after"] = smi()
+    path.write_text(json.dumps({**head, **gate}, indent=1))
+    print(f"gate {gate['status']}: findings {[f['code'] for f in gate['findings']]} ({time.time() - t0:.0f} s)")
 
 
 def render_md(records, gate, summary):

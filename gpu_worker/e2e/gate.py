@@ -60,10 +60,13 @@ def _finding(code: str, message: str, **extra) -> dict:
 
 
 def run_gate(
-    *, target: str, candidate_source: str, incumbent_source: str | None, profile: str, grid=None, routes=None
+    *, target: str, candidate_source: str, incumbent_source: str | None, profile: str, grid=None, routes=None,
+    largest_first: bool = False, on_point=None,
 ) -> dict:
     """The e2e stage of a report (see module docstring); never raises for a bad candidate. `routes`: the
-    route set the candidate side serves (dispatcher.routed_config); None serves the candidate everywhere."""
+    route set the candidate side serves (dispatcher.routed_config); None serves the candidate everywhere.
+    A bench run on a lease may take the largest point first and see each point as it ends (`on_point(result)`),
+    so that a run cut short keeps what it measured; the grid and its verdicts are the same either way."""
     if target not in E2E_TARGETS:
         return {
             "status": "skipped",
@@ -154,7 +157,8 @@ def run_gate(
     preset = load_preset(cfg.preset)
     result["model"] = f"{preset['model']}:{preset['name']}"
     runner = _run_point_graphs if cfg.graphs else _run_point_eager
-    for batch, context in cfg.grid:
+    points = sorted(cfg.grid, key=lambda p: p[0] * p[1], reverse=True) if largest_first else cfg.grid
+    for batch, context in points:
         cand.route_hits = {}
         try:
             point = runner(cfg, preset, batch, context, dispatchers, findings)
@@ -165,6 +169,8 @@ def run_gate(
             point = {"batch": batch, "context": context, "error": f"{type(exc).__name__}: {exc}"}
         _count_routes(point, cand, preset["layers"], routed=routes is not None, eager=not cfg.graphs)
         result["points"].append(point)
+        if on_point is not None:
+            on_point(result)
         if gpu:
             torch.cuda.empty_cache()
 

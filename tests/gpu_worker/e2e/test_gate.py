@@ -93,6 +93,22 @@ def test_on_cpu_the_gate_runs_the_tiny_preset_eagerly_and_invents_no_timings():
 
 
 @cpu_only
+def test_a_bench_run_may_take_the_largest_point_first_and_sees_each_point_as_it_ends():
+    seen = []
+
+    def on_point(result):
+        seen.append([(p["batch"], p["context"]) for p in result["points"]])
+
+    result = run_gate(target="dsa_topk", candidate_source=TINY, incumbent_source=None, profile="h200",
+                      largest_first=True, on_point=on_point)
+    order = [(p["batch"], p["context"]) for p in result["points"]]
+    assert sorted(order) == sorted(PROFILES["cpu"].grid) and order[0] == (3, 200)
+    assert [b * l for b, l in order] == sorted((b * l for b, l in order), reverse=True)
+    assert seen == [order[: i + 1] for i in range(len(order))]
+    assert result["status"] == "unavailable"
+
+
+@cpu_only
 def test_on_cpu_a_wrong_candidate_fails_the_gate():
     result = run_gate(target="dsa_topk", candidate_source=FIRST_K, incumbent_source=TINY, profile="cpu")
     assert result["status"] == "fail"
