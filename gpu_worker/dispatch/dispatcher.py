@@ -34,14 +34,23 @@ class Kernel:
 DEFAULT_KERNELS = {"dsa_topk": default_topk, "dsa_indexer_topk_fp8": default_indexer_topk_fp8}
 
 
+def _logits_extent(args: tuple) -> tuple[int, int]:  # (logits f32[M, N], lengths, k)
+    return int(args[0].shape[0]), int(args[0].shape[1])
+
+
+def _paged_extent(args: tuple) -> tuple[int, int]:  # (q, cache, weights, seq_lens, block_table[M, pages])
+    return int(args[0].shape[0]), int(args[4].shape[1]) * 64
+
+
+# per target, a call's rows and the context it covers, from host-side sizes only
+CALL_EXTENT = {"dsa_topk": _logits_extent, "dsa_indexer_topk_fp8": _paged_extent}
+
+
 def call_shape(target: str, args: tuple, n_ctx: int | None = None) -> dict:
-    """The routing axes of one call, from host-side sizes only: rows and the context a call covers (the
-    logits' width; for the FP8 indexer the block table's pages x 64), or the n_ctx the caller passes."""
-    if target == "dsa_indexer_topk_fp8":
-        q, block_table = args[0], args[4]
-        return {"rows": int(q.shape[0]), "n_ctx": int(block_table.shape[1]) * 64 if n_ctx is None else n_ctx}
-    logits = args[0]
-    return {"rows": int(logits.shape[0]), "n_ctx": int(logits.shape[1] if n_ctx is None else n_ctx)}
+    """The routing axes of one call: rows and the context it covers (the logits' width; for the FP8 indexer the
+    block table's pages x 64), or the n_ctx the caller passes."""
+    rows, extent = CALL_EXTENT.get(target, _logits_extent)(args)  # a dispatcher given its own default: logits
+    return {"rows": rows, "n_ctx": extent if n_ctx is None else n_ctx}
 
 
 class Dispatcher:

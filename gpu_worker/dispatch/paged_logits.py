@@ -6,13 +6,15 @@ logits[b, j * 64 + t] = scale[page, t] * sum_h w[b, h] * relu(q[b, h] . k[page, 
 
 On a GPU: one Triton program per (row, logical page), one FP8 `tl.dot` of the page's 64 keys against the row's
 64 heads (f32 accumulation), the same one-pass design as the e2e model's contiguous indexer
-(gpu_worker/e2e/indexer.py) with the block table in the address. On a CPU: the same math in torch.
+(gpu_worker/e2e/indexer.py) with the block table in the address. On a CPU: the target's torch math, row by row.
 Pages past a row's length are not read and their logits are not written (the top-k masks them by length).
 """
 
 import torch
 import triton
 import triton.language as tl
+
+from gpu_worker.targets.dsa_indexer_topk_fp8 import pages_logits_f32
 
 PAGE = 64
 PAGE_BYTES = PAGE * (128 + 4)
@@ -44,11 +46,9 @@ def paged_logits(q, cache, weights, seq_lens, block_table) -> torch.Tensor:
     W = block_table.shape[1]
     out = torch.empty(B, W * PAGE, dtype=torch.float32, device=q.device)
     if q.device.type != "cuda":
-        flat = cache.view(torch.uint8).reshape(cache.shape[0], PAGE_BYTES)[block_table.long()]   # [B, W, 8448]
-        k = flat[..., :PAGE * D].contiguous().view(torch.float8_e4m3fn).float().reshape(B, W * PAGE, D)
-        ks = flat[..., PAGE * D:].contiguous().view(torch.float32).reshape(B, W * PAGE)
-        s = torch.relu(torch.einsum("bhd,bnd->bhn", q.float(), k))
-        return out.copy_((s * weights[:, :, None]).sum(1) * ks)
+        for b in range(B):
+            out[b] = pages_logits_f32(q[b], weights[b], cache, block_table[b])
+        return out
     _paged_logits_kernel[(B, W)](
         q, weights, cache.view(torch.float8_e4m3fn), cache.view(torch.float32), seq_lens, block_table, out,
         block_table.stride(0), out.stride(0), H=H, D=D, PG=PAGE, PB=PAGE_BYTES, num_warps=4)

@@ -230,15 +230,18 @@ def baseline(q_index_fp8, k_index_cache_fp8, weights, seq_lens, block_table):
     dev = q_index_fp8.device
     n = max(P * PAGE, K)
     scores = torch.full((M, n), float("-inf"), dtype=torch.float32, device=dev)
-    flat = k_index_cache_fp8.view(torch.uint8).reshape(k_index_cache_fp8.shape[0], PAGE * ROW_BYTES)
-    qf = q_index_fp8.to(torch.float32)
     for m in range(M):
-        rows = flat[block_table[m, :P].long()]
-        kv = rows[:, :PAGE * HEAD_DIM].contiguous().view(torch.float8_e4m3fn).to(torch.float32).reshape(-1, HEAD_DIM)
-        ks = rows[:, PAGE * HEAD_DIM:].contiguous().view(torch.float32).reshape(-1)
-        s = (torch.relu(qf[m] @ kv.t()) * weights[m][:, None]).sum(0) * ks
-        scores[m, :P * PAGE] = s
+        scores[m, :P * PAGE] = pages_logits_f32(q_index_fp8[m], weights[m], k_index_cache_fp8, block_table[m])
     return global_ids(tc.torch_masked_topk(scores, seq_lens, K), block_table)
+
+
+def pages_logits_f32(q_row, w_row, cache, pages) -> torch.Tensor:
+    """One row's logits over the given pages in f32 torch (64 per page, in page order): dequantise the pages'
+    keys and scales, q K^T, relu, the weighted head sum, times each key's scale."""
+    rows = cache.view(torch.uint8).reshape(cache.shape[0], PAGE * ROW_BYTES)[pages.long()]
+    kv = rows[:, :PAGE * HEAD_DIM].contiguous().view(torch.float8_e4m3fn).to(torch.float32).reshape(-1, HEAD_DIM)
+    ks = rows[:, PAGE * HEAD_DIM:].contiguous().view(torch.float32).reshape(-1)
+    return (torch.relu(q_row.to(torch.float32) @ kv.t()) * w_row[:, None]).sum(0) * ks
 
 
 def global_ids(local: torch.Tensor, block_table: torch.Tensor) -> torch.Tensor:
