@@ -98,6 +98,8 @@ DSA_INDEXER_TOPK_FP8 = TargetInfo(
     axes={"n_ctx": (4096, 262144), "rows": (1, 128)}, dsls=("triton", "cute"),
     arg_names=("q_index_fp8", "k_index_cache_fp8", "weights", "seq_lens", "block_table"),
     forbidden_torch=TOPK_FORBIDDEN | DENSE_FORBIDDEN, seed_candidates=("seed.py",),
+    # the e2e step's second slot (gpu_worker/e2e/model.py SLOTS): its gate first ran on a GPU on 2026-12-07
+    e2e_slot="indexer_topk_fp8",
     # acc_eps: how far a candidate's logit may sit from the exact one, as a fraction of the token's
     # absolute-term sum S_t = scale_t * sum_h |w_h| * sum_d |q_hd k_td|. FP8 x FP8 products are exact in f32;
     # only the order of the 128 + 64 + 2 additions differs. An f32 sum in any order is within

@@ -106,16 +106,17 @@ def test_an_evaluation_compiles_each_kernel_once_per_stride_class_and_tile():
                            capture_output=True, text=True, env=env, timeout=600, check=False)
         assert r.returncode == 0, r.stderr[-3000:]
         got[rel] = json.loads(r.stdout)
-    # KA: NS 64 or 128, x 2 strides; KC no longer reads the logits (one compile); the refine's histogram pass
-    # compiles once per digit level (LEVEL is a constexpr) and stride class; KD once per early-load width RT
-    topk = {"_ka_sample": 4, "_kb_filter": 2, "_kc_select": 1, "_kd_place": 2, "_r_hist": 8, "_r_place": 2}
-    assert got["dsa_topk/best.py"]["verify"] == dict(topk, total=19)
-    assert got["dsa_topk/best.py"]["benchmark"] == {"_ka_sample": 2, "_kb_filter": 1, "_kc_select": 1,
-                                                    "_kd_place": 2, "_r_hist": 4, "_r_place": 1, "total": 11}
-    # The indexer's verify shapes (gpu_worker/targets/dsa_indexer_topk.py) reach three of KA's four
-    # (NS, stride class) pairs, and its logits kernel one per (ROWS, N_PER_PROG) pair and stride class that
-    # they reach (few rows: ROWS 1, 2 or 4 and 1024 keys a program); a count that follows its shapes, not N or C.
-    assert got["dsa_indexer_topk/best.py"]["verify"] == dict(topk, _ka_sample=3, _logits_kernel=6, total=24)
+    # KA: NS 64 or 128, x 2 strides, x KDIG on (32 rows or more) or off, as the shapes reach them: 6 of 8 in verify;
+    # KC no longer reads the logits (one compile); the refine's histogram pass compiles once per digit level
+    # (LEVEL is a constexpr) and stride class; KD once per early-load width RT
+    topk = {"_ka_sample": 6, "_kb_filter": 2, "_kc_select": 1, "_kd_place": 2, "_r_hist": 8, "_r_place": 2}
+    assert got["dsa_topk/best.py"]["verify"] == dict(topk, total=21)
+    assert got["dsa_topk/best.py"]["benchmark"] == {"_ka_sample": 4, "_kb_filter": 1, "_kc_select": 1,
+                                                    "_kd_place": 2, "_r_hist": 4, "_r_place": 1, "total": 13}
+    # The indexer's verify shapes (gpu_worker/targets/dsa_indexer_topk.py) reach the same six KA variants, and
+    # its logits kernel one per (ROWS, N_PER_PROG) pair and stride class that they reach (few rows: ROWS 1, 2
+    # or 4 and 1024 keys a program); a count that follows its shapes, not N or C.
+    assert got["dsa_indexer_topk/best.py"]["verify"] == dict(topk, _logits_kernel=6, total=27)
 
 
 def test_every_kernel_variant_the_top_k_bests_launch_compiles_for_sm90():

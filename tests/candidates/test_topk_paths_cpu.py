@@ -208,8 +208,8 @@ def test_the_kth_digit_from_eighths_of_an_octave_lands_near_kdig():
     """With KDIG, KA stores a shift and a factor f < 2^16 that put the sampled k-th key's distance above thr
     (known to an eighth of an octave) on digits KDIG..1.125 KDIG instead of anywhere in 64-127. On normal rows of
     6000 (a sample of 256 values) the true k-th key's digit, computed here from KA's word as _dig does, stays
-    within a factor 2 of KDIG, and every row takes mode 2. With KDIG = 0 the word holds the plain shift
-    (f = 2^16)."""
+    within a factor 2 of KDIG, and every row takes mode 2. With KDIG = 0, or a call of fewer rows than KDIG_ROWS,
+    the word holds the plain shift (f = 2^16)."""
     g = torch.Generator().manual_seed(29)
     M, N, k = 6, 6000, 300
     x = torch.randn(M, N, generator=g)
@@ -217,13 +217,13 @@ def test_the_kth_digit_from_eighths_of_an_octave_lands_near_kdig():
     keys = x.view(torch.int32).to(torch.int64)
     keys = torch.where(keys < 0, ~keys & 0xFFFFFFFF, keys | 0x80000000)
     kth = keys.sort(1, descending=True).values[:, k - 1]
-    for kdig in (0, 40, 80):
-        _, _, thr, info = _run_key(dict(V8, KDIG=kdig), x, lengths, k)
+    for kdig, rows in ((0, 0), (40, 0), (80, 0), (80, M + 1)):
+        _, _, thr, info = _run_key(dict(V8, KDIG=kdig, KDIG_ROWS=rows), x, lengths, k)
         word = thr[:, 1].to(torch.int64)
         sh, f = word & 255, word >> 8
         t = thr[:, 0].to(torch.int64) & 0xFFFFFFFF
         digit = (((kth - t) >> sh).clamp(max=65535) * f) >> 16
-        if kdig == 0:
+        if kdig == 0 or rows > M:
             assert f.tolist() == [65536] * M
         else:
             assert (f < 65536).all() and (f >= (kdig << 16) // 240).all()

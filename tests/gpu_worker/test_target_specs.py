@@ -34,6 +34,15 @@ def test_every_target_has_the_contract_fields():
     assert {"topk", "sort", "argsort", "kthvalue"} <= TARGETS["dsa_topk"].forbidden_torch
 
 
+def test_a_target_names_an_e2e_slot_exactly_when_the_e2e_step_has_one_for_it():
+    # the pipeline runs the gate for a target whose catalog entry names a slot; the gate skips any target the
+    # decode step has no slot for: the two lists must agree, or an evaluation reports a skip as its e2e stage
+    from gpu_worker.e2e.gate import E2E_TARGETS
+
+    assert {name for name, t in TARGETS.items() if t.e2e_slot} == set(E2E_TARGETS) == {"dsa_topk",
+                                                                                      "dsa_indexer_topk_fp8"}
+
+
 def test_the_default_kernel_passes_its_own_check_on_every_smoke_shape():
     for t in TARGETS.values():
         for shape in t.verify_shapes("smoke", seed=11):
