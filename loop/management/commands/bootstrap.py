@@ -35,7 +35,9 @@ memory in full.
 logits in 32K chunks merged").** 32K chunks merged by an exact one-program-per-row select: 1142 us; the same
 in one 128K chunk: 1008 us; the logits written once, then the parallel top-k: 699 us. Refuted for that merge:
 each merge re-reads the running 2048 and selects in one program per row, while what chunking saves (the 32 MB
-logits write, ~8 us) is small beside the 1.1 GB K read.
+logits write, ~8 us) is small beside the 1.1 GB K read. In the e2e decode step (H100, 2026-12-07, the FP8
+slot's gate, docs/kernels.md "In the e2e decode step") the seed built this way gives 0.42-1.04x the default's
+tokens/s, slower from 32K contexts up, where the logits-then-parallel-top-k best gives 1.13-1.26x.
 
 **Still open.** The running top-k pays only with a filter inside the logits kernel: keep only logits above a
 sampled threshold (as dsa_topk's filter does), so that the select reads a few thousand candidates per row.
