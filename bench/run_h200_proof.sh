@@ -3,8 +3,9 @@
 #   full-profile evaluations of every target's seeds and best*.py (the default kernel is timed in each,
 #   as the incumbent), then GPU red-team candidates, then bench/collect_reports.py -> latest.json/md.
 # Knobs: CANDIDATES, BUDGET_S, EVAL_TIMEOUT_S, REDTEAM=0 or REDTEAM_S/REDTEAM_NAMES, AA=1, TOTAL_S, BUNDLE=1.
-# Needs python3 with torch + triton (+ numpy), and nvidia-cutlass-dsl for the CuTe DSL files (add_rmsnorm/seed_cute,
-# dsa_indexer_topk_fp8/best: without it they end in a crash finding); no Django, no pytest. Copy $OUT/latest.* to
+# Needs python3 with torch + triton (+ numpy), and nvidia-cutlass-dsl in that interpreter's own site-packages for the
+# CuTe DSL files (add_rmsnorm/seed_cute, dsa_indexer_topk_fp8/best: without it they end in harness:missing_dsl; the
+# sandboxed child's PYTHONPATH is the repository only); no Django, no pytest. Copy $OUT/latest.* to
 # bench/results/h200/.
 # On the device tool set BUNDLE=1 and unpack proof.tgz (reports/, logs/) here.
 set -u

@@ -112,6 +112,24 @@ class LaunchLog:
         cute.compile = _Compile()
 
 
+# The kernel DSLs a candidate may import (the guard admits no other third-party root). One this worker cannot
+# import is the worker's gap, not the candidate's fault: its evaluation ends as a harness error, never as a
+# failed verification (a false rejection). The root must be truly absent: a candidate that raises the error
+# itself, or imports a submodule that does not exist, still fails as its own import error.
+DSL_PACKAGES = {"cutlass": "nvidia-cutlass-dsl (the `cute` extra)", "triton": "triton"}
+
+
+def missing_dsl(exc: BaseException) -> str | None:
+    """The message for a candidate whose DSL package is not installed on this worker, else None."""
+    if not isinstance(exc, ModuleNotFoundError) or not exc.name:
+        return None
+    root = exc.name.split(".")[0]
+    if root not in DSL_PACKAGES or importlib.util.find_spec(root) is not None:
+        return None
+    return (f"this worker cannot import {root!r}: it needs {DSL_PACKAGES[root]} installed in the interpreter's own "
+            f"site-packages (a sandboxed child's PYTHONPATH is the repository only) to judge this candidate")
+
+
 def load_module(path: str, name: str):
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
@@ -223,8 +241,10 @@ def run(cfg: dict, out, *, perf, active_threads) -> None:
     except BaseException as e:
         if isinstance(e, KeyboardInterrupt):
             raise
-        out.send(type="load", status="fail", findings=[{"code": "verify:import_error",
-                                                        "message": candidate_text(traceback.format_exc())}])
+        missing = missing_dsl(e)
+        finding = ({"code": "harness:missing_dsl", "message": missing} if missing else
+                   {"code": "verify:import_error", "message": candidate_text(traceback.format_exc())})
+        out.send(type="load", status="fail", findings=[finding])
         return
     forward = getattr(module, "forward", None)
     if not callable(forward):
