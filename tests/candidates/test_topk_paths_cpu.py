@@ -231,6 +231,24 @@ def test_the_kth_digit_from_eighths_of_an_octave_lands_near_kdig():
         assert info[:, 0].tolist() == [2] * M
 
 
+def test_relu_zeros_at_the_threshold_with_more_than_k_positives_take_mode_2_with_vlin_2():
+    """The indexers' relu family at 32K: ~10% positives (more than k), the rest exact zeros. The sample's
+    threshold with its slack lands among the zeros, KA marks a tie at +0.0, and n_gt > k_eff, so the row needs
+    mode 2; key-linear digits from zero put an octave of positives in a few digits, the k-th digit holds more
+    than SMALLR, and the row takes the refine. VLIN 2 gives such a row value-linear digits scaled by its sampled
+    k-th value's exponent: mode 2, exact."""
+    g = torch.Generator().manual_seed(31)
+    M, N, k = 3, 8000, 640
+    live = torch.rand(M, N, generator=g) < 0.1
+    x = torch.where(live, torch.randn(M, N, generator=g).abs() * 10, torch.zeros(M, N))
+    lengths = torch.full((M,), N, dtype=torch.int32)
+    assert ((x > 0).sum(1) > k).all()
+    for vlin, mode in ((1, 0), (2, 2)):
+        _, _, thr, info = _run_key(dict(V8, VLIN=vlin), x, lengths, k)
+        assert thr[:, 2].tolist() == [1] * M and (thr[:, 0] == -2 ** 31).all()   # marked at +0.0's key
+        assert info[:, 0].tolist() == [mode] * M
+
+
 def test_the_digit_scale_from_the_kth_keeps_a_uniform_row_off_the_refine():
     """Uniform rows (near_bf16: the candidates spread evenly up to the largest sample). With the digit shift taken
     from the largest sample (KTH = 0) the k-th candidate lands in the clamped top digit and such rows take the

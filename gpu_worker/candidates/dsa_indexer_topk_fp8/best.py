@@ -263,7 +263,7 @@ def _to_global(out_ptr, bt_ptr, stride_bt, K, PG: tl.constexpr, BLOCK: tl.conste
     tl.store(out_ptr + m.to(tl.int64) * K + offs, tl.where(live, page * PG + j % PG, -1), mask=inside)
 
 
-# FOLD BEGIN: written by gpu_worker/candidates/fold_topk.py from dsa_topk/best.py, digest 2177dbb68aac6b63
+# FOLD BEGIN: written by gpu_worker/candidates/fold_topk.py from dsa_topk/best.py, digest 11aebb0842e881ec
 
 
 @triton.jit
@@ -375,6 +375,7 @@ def _ka_sample(x_ptr, stride_x, len_ptr, thr_ptr, t2_ptr, cnt_ptr, rh_ptr, scr_p
     nbk = tl.zeros([], dtype=tl.int32)
     f = tl.full([], 65536, tl.int32)        # _dig's factor: 2^16, the plain shift
     q2 = tl.full([], 0xFFFFFFFF, tl.uint32)  # TIE2: the smallest key above a marked thr (sampled, or the row's)
+    ze = tl.zeros([], dtype=tl.int32)       # VLIN 2: the exponent of a marked zero row's sampled k-th value
     if L > SMALL:
         gap = tl.multiple_of(L // NS // G * G, G)       # groups start at multiples of G: wide loads
         key = _key(tl.load(x_ptr + row.to(tl.int64) * stride_x + (s_ // G) * gap + s_ % G))
@@ -392,6 +393,16 @@ def _ka_sample(x_ptr, stride_x, len_ptr, thr_ptr, t2_ptr, cnt_ptr, rh_ptr, scr_p
             if TIE2:
                 q2 = tl.min(tl.where(key > thr, key, tl.full([], 0xFFFFFFFF, tl.uint32)), 0)
         span = tl.max(key, 0) - thr
+        if VLIN == 2:
+            # ReLU zeros: the sample's threshold among the zeros marks a tie at +0.0, but more than k positives lie
+            # above it. Key-linear digits from zero put an octave in a few digits: the k-th digit held more than
+            # SMALLR and the row took the refine (the indexers' relu family at 32K; docs/kernels.md, "ReLU zeros
+            # at the threshold"). The value exponent of the sampled key ranked where the k-th is expected:
+            # (a uniform branch: other rows pay nothing)
+            if (tie != 0) & (thr == 0x80000000):
+                zpos = key > thr
+                ze, _ = _pick(tl.histogram(tl.where(zpos, (key ^ 0x80000000) >> 23, 0).to(tl.int32), 256,
+                                           mask=zpos), tl.maximum((k_eff * S) // L, 1), 256)
         if KTH > 0:
             # the digit scale from the k-th: nbk, the bit length of the distance above thr of the sampled key
             # ranked where the row's k-th key is expected (k S / L samples at or above it; one 64-bin histogram
@@ -457,6 +468,10 @@ def _ka_sample(x_ptr, stride_x, len_ptr, thr_ptr, t2_ptr, cnt_ptr, rh_ptr, scr_p
         width = _val(top) - _val(thr)
         use = (tie == 0) & ((thr >> 31) == 0) & ((top >> 31) == 1) & (width > 0) & (width < float("inf"))
         sc = tl.where(use, (3 << (SPAN_BITS - 2)) / tl.where(use, width, 1.0), 0.0)
+        if VLIN == 2:
+            # a marked row at +0.0 whose sampled k-th is a positive value of exponent ze: digits floor(v 2^(133-ze))
+            # put the k-th on 64..127 (values from 4x it share the top digit, all taken)
+            sc = tl.where(ze > 0, tl.exp2((133 - tl.maximum(ze, 7)).to(tl.float32)), sc)
         tl.store(thr_ptr + row * 4 + 3, sc.to(tl.int32, bitcast=True))
 
 

@@ -17,7 +17,9 @@ Values map to order-preserving uint32 keys (as in seed.py). The common path:
       histogram of those distances in eighths of an octave), where thr >= 0 and the row is not marked; else
       (largest sample - thr) >> sh spans 2^(SPAN_BITS-1) to 2^SPAN_BITS digits. With VLIN = 1,
       a row whose thr < 0 lies below a positive largest key gets value-linear digits instead (the model's own
-      logits at short contexts; docs/kernels.md, "Value-linear digits").
+      logits at short contexts; docs/kernels.md, "Value-linear digits"); with VLIN = 2 also a row marked at
+      +0.0 with positives above it, scaled by its sampled k-th value's exponent (docs/kernels.md, "ReLU zeros at
+      the threshold").
       A tie: when the smallest sampled key at or above thr, q, has more samples than TIE copies in the row
       would give (ties, ReLU zeros; counted exactly against TIE_WHOLE on a row read whole), thr = q and the
       row is marked.
@@ -78,7 +80,7 @@ SPACE = {"BLOCK": [512, 1024, 2048, 4096, 8192], "TARGET_CTAS": [264, 512, 1024,
          "SCAN_MAX_ROWS": [0, 4, 8, 16], "KA_WARPS": [4, 8], "PDL": [0, 1],
          "WARP": [0, 1], "KD_EARLY": [0, 1], "RBLOCK": [1024, 2048, 4096], "TIE": [0, 256, 512, 2048],
          "KTH": [0, 2, 3], "RLIST": [0, 1], "RGRID": [128, 256, 512],
-         "VLIN": [0, 1], "TIE_WHOLE": [0, 64, 128, 256, 512], "KDIG": [0, 64, 80, 96], "KDIG_ROWS": [0, 32, 64], "KC_MID": [0, 128, 256], "TIE2": [0, 1]}
+         "VLIN": [0, 1, 2], "TIE_WHOLE": [0, 64, 128, 256, 512], "KDIG": [0, 64, 80, 96], "KDIG_ROWS": [0, 32, 64], "KC_MID": [0, 128, 256], "TIE2": [0, 1]}
 
 
 @triton.jit
@@ -190,6 +192,7 @@ def _ka_sample(x_ptr, stride_x, len_ptr, thr_ptr, t2_ptr, cnt_ptr, rh_ptr, scr_p
     nbk = tl.zeros([], dtype=tl.int32)
     f = tl.full([], 65536, tl.int32)        # _dig's factor: 2^16, the plain shift
     q2 = tl.full([], 0xFFFFFFFF, tl.uint32)  # TIE2: the smallest key above a marked thr (sampled, or the row's)
+    ze = tl.zeros([], dtype=tl.int32)       # VLIN 2: the exponent of a marked zero row's sampled k-th value
     if L > SMALL:
         gap = tl.multiple_of(L // NS // G * G, G)       # groups start at multiples of G: wide loads
         key = _key(tl.load(x_ptr + row.to(tl.int64) * stride_x + (s_ // G) * gap + s_ % G))
@@ -207,6 +210,16 @@ def _ka_sample(x_ptr, stride_x, len_ptr, thr_ptr, t2_ptr, cnt_ptr, rh_ptr, scr_p
             if TIE2:
                 q2 = tl.min(tl.where(key > thr, key, tl.full([], 0xFFFFFFFF, tl.uint32)), 0)
         span = tl.max(key, 0) - thr
+        if VLIN == 2:
+            # ReLU zeros: the sample's threshold among the zeros marks a tie at +0.0, but more than k positives lie
+            # above it. Key-linear digits from zero put an octave in a few digits: the k-th digit held more than
+            # SMALLR and the row took the refine (the indexers' relu family at 32K; docs/kernels.md, "ReLU zeros
+            # at the threshold"). The value exponent of the sampled key ranked where the k-th is expected:
+            # (a uniform branch: other rows pay nothing)
+            if (tie != 0) & (thr == 0x80000000):
+                zpos = key > thr
+                ze, _ = _pick(tl.histogram(tl.where(zpos, (key ^ 0x80000000) >> 23, 0).to(tl.int32), 256,
+                                           mask=zpos), tl.maximum((k_eff * S) // L, 1), 256)
         if KTH > 0:
             # the digit scale from the k-th: nbk, the bit length of the distance above thr of the sampled key
             # ranked where the row's k-th key is expected (k S / L samples at or above it; one 64-bin histogram
@@ -272,6 +285,10 @@ def _ka_sample(x_ptr, stride_x, len_ptr, thr_ptr, t2_ptr, cnt_ptr, rh_ptr, scr_p
         width = _val(top) - _val(thr)
         use = (tie == 0) & ((thr >> 31) == 0) & ((top >> 31) == 1) & (width > 0) & (width < float("inf"))
         sc = tl.where(use, (3 << (SPAN_BITS - 2)) / tl.where(use, width, 1.0), 0.0)
+        if VLIN == 2:
+            # a marked row at +0.0 whose sampled k-th is a positive value of exponent ze: digits floor(v 2^(133-ze))
+            # put the k-th on 64..127 (values from 4x it share the top digit, all taken)
+            sc = tl.where(ze > 0, tl.exp2((133 - tl.maximum(ze, 7)).to(tl.float32)), sc)
         tl.store(thr_ptr + row * 4 + 3, sc.to(tl.int32, bitcast=True))
 
 
