@@ -14,10 +14,9 @@ import torch
 import triton
 import triton.language as tl
 
-from gpu_worker.targets.dsa_indexer_topk_fp8 import pages_logits_f32
+from gpu_worker.targets.dsa_indexer_topk_fp8 import PAGE, ROW_BYTES, pages_logits_f32
 
-PAGE = 64
-PAGE_BYTES = PAGE * (128 + 4)
+PAGE_BYTES = PAGE * ROW_BYTES   # the target's page: 64 tokens x 128 e4m3 values, then their 64 f32 scales
 
 
 @triton.jit
@@ -42,14 +41,20 @@ def _paged_logits_kernel(q_ptr, w_ptr, kv_ptr, ks_ptr, len_ptr, bt_ptr, out_ptr,
 def paged_logits(q, cache, weights, seq_lens, block_table) -> torch.Tensor:
     """q e4m3 [B, H, D], cache int8 [P, 64, 1, 132], weights f32 [B, H], seq_lens int32 [B],
     block_table int32 [B, W] -> f32 [B, W * 64] (positions at or past a row's length: unspecified)."""
-    B, H, D = q.shape
+    B = q.shape[0]
     W = block_table.shape[1]
     out = torch.empty(B, W * PAGE, dtype=torch.float32, device=q.device)
     if q.device.type != "cuda":
         for b in range(B):
             out[b] = pages_logits_f32(q[b], weights[b], cache, block_table[b])
         return out
-    _paged_logits_kernel[(B, W)](
+    return launch(q, cache, weights, seq_lens, block_table, out)
+
+
+def launch(q, cache, weights, seq_lens, block_table, out) -> torch.Tensor:
+    """The Triton kernel into `out` [B, W * 64] (what a GPU runs; on a CPU, Triton's interpreter)."""
+    B, H, D = q.shape
+    _paged_logits_kernel[(B, block_table.shape[1])](
         q, weights, cache.view(torch.float8_e4m3fn), cache.view(torch.float32), seq_lens, block_table, out,
         block_table.stride(0), out.stride(0), H=H, D=D, PG=PAGE, PB=PAGE_BYTES, num_warps=4)
     return out
