@@ -195,7 +195,7 @@ def test_a_tie_bucket_above_the_marked_threshold_holding_the_kth_takes_mode_4():
     has 10 values of 3.0 above it) and the k-th's digit holds more than SMALLR of them: the refine, without TIE2.
     With TIE2, KD takes the candidates above q2 = 2.0 and then k - 10 or k copies of 2.0 in index order (mode 4).
     Exact both ways; row 2, whose top bucket holds fewer than k, takes mode 3 both ways. TIE2_MAX_N below the
-    row's width turns TIE2 off for the call."""
+    row's width, or TIE2_ROWS above the call's rows, turns TIE2 off for the call."""
     g = torch.Generator().manual_seed(31)
     M, N, k = 3, 12000, 600
     x = torch.randn(M, N, generator=g) * 0.1 - 3.0
@@ -207,9 +207,12 @@ def test_a_tie_bucket_above_the_marked_threshold_holding_the_kth_takes_mode_4():
     lengths = torch.full((M,), N, dtype=torch.int32)
     _, _, thr, off = _run_key(dict(V8, TIE2=0), x, lengths, k)
     _, _, _, on = _run_key(dict(V8, TIE2=1), x, lengths, k)
+    _, _, _, on_rows = _run_key(dict(V8, TIE2=1, TIE2_MAX_N=N, TIE2_ROWS=M), x, lengths, k)
     _, _, _, wide = _run_key(dict(V8, TIE2=1, TIE2_MAX_N=N - 1), x, lengths, k)   # TIE2 only up to N - 1 wide
+    _, _, _, few = _run_key(dict(V8, TIE2=1, TIE2_ROWS=M + 1), x, lengths, k)     # TIE2 only from M + 1 rows
     assert thr[:, 2].tolist() == [1, 1, 1]                # marked at 1.0
-    assert off[:, 0].tolist() == [0, 0, 3] and on[:, 0].tolist() == [4, 4, 3] and wide[:, 0].tolist() == [0, 0, 3]
+    assert off[:, 0].tolist() == [0, 0, 3] and on[:, 0].tolist() == [4, 4, 3] and on_rows[:, 0].tolist() == [4, 4, 3]
+    assert wide[:, 0].tolist() == [0, 0, 3] and few[:, 0].tolist() == [0, 0, 3]
 
 
 def test_the_kth_digit_from_eighths_of_an_octave_lands_near_kdig():

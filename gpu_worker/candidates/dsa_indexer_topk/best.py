@@ -10,7 +10,7 @@ import triton.language as tl
 
 PARAMS = {"ROWS": 4, "BLOCK_N": 64, "N_PER_PROG": 4096, "TRANS": 1, "num_warps": 8, "num_stages": 3,
           "MIN_PROGS": 264, "MIN_NPP": 1024, "FULL_GRID_WARPS": 4,
-          "TK_BLOCK": 1024, "TK_TARGET_CTAS": 1024, "TK_MAX_C": 64, "TK_num_warps": 4, "TK_SMALL": 4096, "TK_SEL_WARPS": 16, "TK_NS": 64, "TK_G": 16, "TK_ALPHA_X2": 3, "TK_BETA": 12, "TK_ATOMIC": 1, "TK_MIN_C": 16, "TK_SMALLR": 512, "TK_SPAN_BITS": 9, "TK_SMALLTA": 1024, "TK_HREG": 0, "TK_KD_WARPS": 4, "TK_PF": 2, "TK_SCAN_MAX_ROWS": 8, "TK_KA_WARPS": 8, "TK_PDL": 1, "TK_WARP": 1, "TK_KD_EARLY": 1, "TK_RBLOCK": 2048, "TK_TIE": 512, "TK_KTH": 2, "TK_RLIST": 1, "TK_RMIN": 512, "TK_RROW": 16384, "TK_RGRID": 256, "TK_VLIN": 1, "TK_TIE_WHOLE": 512, "TK_KDIG": 80, "TK_KDIG_ROWS": 32, "TK_KC_MID": 128, "TK_TIE2": 0, "TK_TIE2_MAX_N": 0}
+          "TK_BLOCK": 1024, "TK_TARGET_CTAS": 1024, "TK_MAX_C": 64, "TK_num_warps": 4, "TK_SMALL": 4096, "TK_SEL_WARPS": 16, "TK_NS": 64, "TK_G": 16, "TK_ALPHA_X2": 3, "TK_BETA": 12, "TK_ATOMIC": 1, "TK_MIN_C": 16, "TK_SMALLR": 512, "TK_SPAN_BITS": 9, "TK_SMALLTA": 1024, "TK_HREG": 0, "TK_KD_WARPS": 4, "TK_PF": 2, "TK_SCAN_MAX_ROWS": 8, "TK_KA_WARPS": 8, "TK_PDL": 1, "TK_WARP": 1, "TK_KD_EARLY": 1, "TK_RBLOCK": 2048, "TK_TIE": 512, "TK_KTH": 2, "TK_RLIST": 1, "TK_RMIN": 512, "TK_RROW": 16384, "TK_RGRID": 256, "TK_VLIN": 1, "TK_TIE_WHOLE": 512, "TK_KDIG": 80, "TK_KDIG_ROWS": 32, "TK_KC_MID": 128, "TK_TIE2": 0, "TK_TIE2_MAX_N": 0, "TK_TIE2_ROWS": 0}
 SPACE = {"ROWS": [1, 2, 4], "BLOCK_N": [64, 128, 256], "N_PER_PROG": [1024, 2048, 4096, 8192], "TRANS": [0, 1],
          "num_warps": [4, 8], "num_stages": [2, 3, 4], "FULL_GRID_WARPS": [4, 8], "TK_NS": [128, 256], "TK_SEL_WARPS": [8, 16],
          "TK_SPAN_BITS": [8, 9, 10], "TK_PDL": [0, 1]}
@@ -67,7 +67,7 @@ def _logits_kernel(q_ptr, k_ptr, w_ptr, len_ptr, out_ptr, stride_om, M, s0, cw,
         tl.store(optr, lg, mask=mm[:, None] & nm[None, :])
 
 
-# FOLD BEGIN: written by gpu_worker/candidates/fold_topk.py from dsa_topk/best.py, digest 1fbe7b477b608577
+# FOLD BEGIN: written by gpu_worker/candidates/fold_topk.py from dsa_topk/best.py, digest 6e2a99aa83048110
 
 
 @triton.jit
@@ -953,15 +953,16 @@ def _r_place(x_ptr, stride_x, len_ptr, info_ptr, rl_ptr, rr_ptr, hist_ptr, out_p
 def _topk(logits, lengths, k, out, BLOCK, TARGET_CTAS, MAX_C, num_warps, SMALL, SEL_WARPS, NS, G,
               ALPHA_X2, BETA, ATOMIC=0, MIN_C=16, SMALLR=512, SPAN_BITS=9, SMALLTA=1024, HREG=0,
               KD_WARPS=4, PF=1, SCAN_MAX_ROWS=8, KA_WARPS=8, PDL=1, WARP=1, KD_EARLY=1, RBLOCK=1024, TIE=512, KTH=0,
-              RLIST=0, RGRID=256, VLIN=0, TIE_WHOLE=512, RMIN=0, RROW=0, KDIG=0, KDIG_ROWS=0, KC_MID=0, TIE2=0, TIE2_MAX_N=0):
+              RLIST=0, RGRID=256, VLIN=0, TIE_WHOLE=512, RMIN=0, RROW=0, KDIG=0, KDIG_ROWS=0, KC_MID=0, TIE2=0, TIE2_MAX_N=0,
+              TIE2_ROWS=0):
     M, N = logits.shape
     dev = logits.device
     # KDIG costs KA 1-3% of a call at 1-4 rows, where a call's one row rarely misses; it pays at many rows, where
     # any row's miss sends the call to the refine (docs/kernels.md, "KDIG by rows")
     KDIG = KDIG if M >= KDIG_ROWS else 0
-    # TIE2 fixes the ties family's tail at 4-32 rows of 32K but costs KA 1.5-2.2 us in every call; with TIE2_MAX_N
-    # only rows of at most that width pay it (docs/kernels.md, "TIE2, mode 4"; not yet measured that way)
-    TIE2 = TIE2 if (TIE2_MAX_N == 0 or N <= TIE2_MAX_N) else 0
+    # TIE2 fixes the ties family's tail at 4-32 rows of 32K but costs KA 1-2 us in every call; only calls of rows at
+    # most TIE2_MAX_N wide and at least TIE2_ROWS many pay it (docs/kernels.md, "TIE2_MAX_N and TIE2_ROWS")
+    TIE2 = TIE2 if (TIE2_MAX_N == 0 or N <= TIE2_MAX_N) and M >= TIE2_ROWS else 0
     assert BLOCK <= 32768 and N < 2 ** 31 and NS * G <= SMALL and MAX_C in (1, 2, 4, 8, 16, 32, 64)
     assert SMALL & (SMALL - 1) == 0
     assert 0 <= KDIG < 128 and not (HREG and KDIG)     # HREG's in-scan histogram takes the plain shift only

@@ -71,7 +71,8 @@ PARAMS = {"BLOCK": 1024, "TARGET_CTAS": 1024, "MAX_C": 64, "num_warps": 4, "SMAL
           "NS": 64, "G": 16, "ALPHA_X2": 3, "BETA": 12, "ATOMIC": 1, "MIN_C": 16,
           "SMALLR": 512, "SPAN_BITS": 9, "SMALLTA": 1024, "HREG": 0, "KD_WARPS": 4, "PF": 2, "SCAN_MAX_ROWS": 8, "KA_WARPS": 8, "PDL": 1,
           "WARP": 1, "KD_EARLY": 1, "RBLOCK": 2048, "TIE": 512, "KTH": 2, "RLIST": 1, "RMIN": 512, "RROW": 16384,
-          "RGRID": 256, "VLIN": 1, "TIE_WHOLE": 512, "KDIG": 80, "KDIG_ROWS": 32, "KC_MID": 128, "TIE2": 0, "TIE2_MAX_N": 0}
+          "RGRID": 256, "VLIN": 1, "TIE_WHOLE": 512, "KDIG": 80, "KDIG_ROWS": 32, "KC_MID": 128, "TIE2": 0, "TIE2_MAX_N": 0,
+          "TIE2_ROWS": 0}
 SPACE = {"BLOCK": [512, 1024, 2048, 4096, 8192], "TARGET_CTAS": [264, 512, 1024, 2048], "MAX_C": [16, 32, 64],
          "num_warps": [2, 4, 8], "SMALL": [4096, 8192], "SEL_WARPS": [4, 8, 16], "NS": [64, 128, 256],
          "G": [8, 16, 32], "ALPHA_X2": [2, 3, 4], "BETA": [4, 12, 24], "ATOMIC": [0, 1],
@@ -80,7 +81,8 @@ SPACE = {"BLOCK": [512, 1024, 2048, 4096, 8192], "TARGET_CTAS": [264, 512, 1024,
          "SCAN_MAX_ROWS": [0, 4, 8, 16], "KA_WARPS": [4, 8], "PDL": [0, 1],
          "WARP": [0, 1], "KD_EARLY": [0, 1], "RBLOCK": [1024, 2048, 4096], "TIE": [0, 256, 512, 2048],
          "KTH": [0, 2, 3], "RLIST": [0, 1], "RGRID": [128, 256, 512],
-         "VLIN": [0, 1, 2], "TIE_WHOLE": [0, 64, 128, 256, 512], "KDIG": [0, 64, 80, 96], "KDIG_ROWS": [0, 32, 64], "KC_MID": [0, 128, 256], "TIE2": [0, 1], "TIE2_MAX_N": [0, 32768, 65536]}
+         "VLIN": [0, 1, 2], "TIE_WHOLE": [0, 64, 128, 256, 512], "KDIG": [0, 64, 80, 96], "KDIG_ROWS": [0, 32, 64], "KC_MID": [0, 128, 256], "TIE2": [0, 1], "TIE2_MAX_N": [0, 32768, 65536],
+         "TIE2_ROWS": [0, 4, 8]}
 
 
 @triton.jit
@@ -966,15 +968,16 @@ def _r_place(x_ptr, stride_x, len_ptr, info_ptr, rl_ptr, rr_ptr, hist_ptr, out_p
 def _topk(logits, lengths, k, out, BLOCK, TARGET_CTAS, MAX_C, num_warps, SMALL, SEL_WARPS, NS, G,
               ALPHA_X2, BETA, ATOMIC=0, MIN_C=16, SMALLR=512, SPAN_BITS=9, SMALLTA=1024, HREG=0,
               KD_WARPS=4, PF=1, SCAN_MAX_ROWS=8, KA_WARPS=8, PDL=1, WARP=1, KD_EARLY=1, RBLOCK=1024, TIE=512, KTH=0,
-              RLIST=0, RGRID=256, VLIN=0, TIE_WHOLE=512, RMIN=0, RROW=0, KDIG=0, KDIG_ROWS=0, KC_MID=0, TIE2=0, TIE2_MAX_N=0):
+              RLIST=0, RGRID=256, VLIN=0, TIE_WHOLE=512, RMIN=0, RROW=0, KDIG=0, KDIG_ROWS=0, KC_MID=0, TIE2=0, TIE2_MAX_N=0,
+              TIE2_ROWS=0):
     M, N = logits.shape
     dev = logits.device
     # KDIG costs KA 1-3% of a call at 1-4 rows, where a call's one row rarely misses; it pays at many rows, where
     # any row's miss sends the call to the refine (docs/kernels.md, "KDIG by rows")
     KDIG = KDIG if M >= KDIG_ROWS else 0
-    # TIE2 fixes the ties family's tail at 4-32 rows of 32K but costs KA 1.5-2.2 us in every call; with TIE2_MAX_N
-    # only rows of at most that width pay it (docs/kernels.md, "TIE2, mode 4"; not yet measured that way)
-    TIE2 = TIE2 if (TIE2_MAX_N == 0 or N <= TIE2_MAX_N) else 0
+    # TIE2 fixes the ties family's tail at 4-32 rows of 32K but costs KA 1-2 us in every call; only calls of rows at
+    # most TIE2_MAX_N wide and at least TIE2_ROWS many pay it (docs/kernels.md, "TIE2_MAX_N and TIE2_ROWS")
+    TIE2 = TIE2 if (TIE2_MAX_N == 0 or N <= TIE2_MAX_N) and M >= TIE2_ROWS else 0
     assert BLOCK <= 32768 and N < 2 ** 31 and NS * G <= SMALL and MAX_C in (1, 2, 4, 8, 16, 32, 64)
     assert SMALL & (SMALL - 1) == 0
     assert 0 <= KDIG < 128 and not (HREG and KDIG)     # HREG's in-scan histogram takes the plain shift only
