@@ -31,7 +31,7 @@ class Listener:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=lambda: asyncio.run(self._listen()), daemon=True)
         self._thread.start()
-        assert self.connected.wait(30), "the websocket did not connect"
+        assert self.connected.wait(90), "the websocket did not connect"
 
     async def _connect(self):
         from console.asgi import application
@@ -121,7 +121,7 @@ def test_loop_worker_killed_between_report_and_broadcast(private_layers, start_l
     wait_until(lambda: f"loop.report[{copy.id}] succeeded" in loop2.output(), timeout_s=90)
 
     finished = wait_finished(run, timeout_s=240)
-    wait_until(lambda: any(m["event"] == "run.finished" for m in again.messages), timeout_s=30,
+    wait_until(lambda: any(m["event"] == "run.finished" for m in again.messages), timeout_s=90,
                ) if again._thread.is_alive() else None
     assert again._thread.is_alive(), "the reconnected socket died"
     assert any(m["event"] == "run.finished" for m in again.messages), [m["event"] for m in again.messages]
