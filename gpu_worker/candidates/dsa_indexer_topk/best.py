@@ -67,7 +67,7 @@ def _logits_kernel(q_ptr, k_ptr, w_ptr, len_ptr, out_ptr, stride_om, M, s0, cw,
         tl.store(optr, lg, mask=mm[:, None] & nm[None, :])
 
 
-# FOLD BEGIN: written by gpu_worker/candidates/fold_topk.py from dsa_topk/best.py, digest 6e2a99aa83048110
+# FOLD BEGIN: written by gpu_worker/candidates/fold_topk.py from dsa_topk/best.py, digest 233bb564ed413132
 
 
 @triton.jit
@@ -201,8 +201,8 @@ def _ka_sample(x_ptr, stride_x, len_ptr, thr_ptr, t2_ptr, cnt_ptr, rh_ptr, scr_p
             # ReLU zeros: the sample's threshold among the zeros marks a tie at +0.0, but more than k positives lie
             # above it. Key-linear digits from zero put an octave in a few digits: the k-th digit held more than
             # SMALLR and the row took the refine (the indexers' relu family at 32K; docs/kernels.md, "ReLU zeros
-            # at the threshold"). The value exponent of the sampled key ranked where the k-th is expected:
-            # (a uniform branch: other rows pay nothing)
+            # at the threshold"). The value exponent of the sampled key ranked where the k-th is expected,
+            # in a uniform branch; rows that skip it still paid 4-6% at 4 x 9977 on an H100 (not yet explained)
             if (tie != 0) & (thr == 0x80000000):
                 zpos = key > thr
                 ze, _ = _pick(tl.histogram(tl.where(zpos, (key ^ 0x80000000) >> 23, 0).to(tl.int32), 256,
@@ -960,7 +960,7 @@ def _topk(logits, lengths, k, out, BLOCK, TARGET_CTAS, MAX_C, num_warps, SMALL, 
     # KDIG costs KA 1-3% of a call at 1-4 rows, where a call's one row rarely misses; it pays at many rows, where
     # any row's miss sends the call to the refine (docs/kernels.md, "KDIG by rows")
     KDIG = KDIG if M >= KDIG_ROWS else 0
-    # TIE2 fixes the ties family's tail at 4-32 rows of 32K but costs KA 1-2 us in every call; only calls of rows at
+    # TIE2 fixes the ties family's tail at 4-32 rows of 32K but costs 1-2 us in every call; only calls of rows at
     # most TIE2_MAX_N wide and at least TIE2_ROWS many pay it (docs/kernels.md, "TIE2_MAX_N and TIE2_ROWS")
     TIE2 = TIE2 if (TIE2_MAX_N == 0 or N <= TIE2_MAX_N) and M >= TIE2_ROWS else 0
     assert BLOCK <= 32768 and N < 2 ** 31 and NS * G <= SMALL and MAX_C in (1, 2, 4, 8, 16, 32, 64)
