@@ -18,8 +18,8 @@ PATHS = [(KEY, dict(V8, VLIN=0), "key"), (KEY, dict(V8, ATOMIC=0, SPAN_BITS=8, K
          (KEY, dict(V8, SCAN_MAX_ROWS=0, PF=0, KD_EARLY=0), "key-atomic-noprefetch"),
          (KEY, dict(V8, ALPHA_X2=0, BETA=1, SCAN_MAX_ROWS=0, PF=1, RLIST=0), "key-fallback-low-pf1-grid"),
          (KEY, dict(V8, SMALLR=4, SMALLTA=8, SPAN_BITS=8), "key-small-tiles-span8"),
-         (KEY, dict(V8, BLOCK=1024, HREG=1, VLIN=0), "key-one-block-hreg"),
-         (KEY, dict(V8, KDIG=80, KC_MID=128, RROW=16384, TIE2=1), "key-options-on")]
+         (KEY, dict(V8, BLOCK=1024, HREG=1, VLIN=0, TIE2=0), "key-one-block-hreg"),
+         (KEY, dict(V8, KDIG=80, KC_MID=128, RROW=16384, TIE2=1, TIE2_MAX_N=0, TIE2_ROWS=0), "key-options-on")]
 
 
 def _relu_cases():
@@ -206,10 +206,10 @@ def test_a_tie_bucket_above_the_marked_threshold_holding_the_kth_takes_mode_4():
     x[1, torch.randperm(N, generator=g)[:10]] = 3.0
     lengths = torch.full((M,), N, dtype=torch.int32)
     _, _, thr, off = _run_key(dict(V8, TIE2=0), x, lengths, k)
-    _, _, _, on = _run_key(dict(V8, TIE2=1), x, lengths, k)
+    _, _, _, on = _run_key(dict(V8, TIE2=1, TIE2_MAX_N=0, TIE2_ROWS=0), x, lengths, k)
     _, _, _, on_rows = _run_key(dict(V8, TIE2=1, TIE2_MAX_N=N, TIE2_ROWS=M), x, lengths, k)
-    _, _, _, wide = _run_key(dict(V8, TIE2=1, TIE2_MAX_N=N - 1), x, lengths, k)   # TIE2 only up to N - 1 wide
-    _, _, _, few = _run_key(dict(V8, TIE2=1, TIE2_ROWS=M + 1), x, lengths, k)     # TIE2 only from M + 1 rows
+    _, _, _, wide = _run_key(dict(V8, TIE2=1, TIE2_MAX_N=N - 1, TIE2_ROWS=0), x, lengths, k)   # only up to N - 1 wide
+    _, _, _, few = _run_key(dict(V8, TIE2=1, TIE2_MAX_N=0, TIE2_ROWS=M + 1), x, lengths, k)    # only from M + 1 rows
     assert thr[:, 2].tolist() == [1, 1, 1]                # marked at 1.0
     assert off[:, 0].tolist() == [0, 0, 3] and on[:, 0].tolist() == [4, 4, 3] and on_rows[:, 0].tolist() == [4, 4, 3]
     assert wide[:, 0].tolist() == [0, 0, 3] and few[:, 0].tolist() == [0, 0, 3]
