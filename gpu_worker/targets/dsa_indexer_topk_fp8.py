@@ -53,6 +53,13 @@ def verification_shapes(profile: str) -> list[Shape]:
 
 
 GPU_SHAPES = (_shape(128, 262144, "normal"), _shape(64, 131072, "ties", "full"), _shape(100, 50000, "near_bf16"))
+# A CPU host's set (TargetSpec.cpu_shapes), as dsa_indexer_topk's: the cheap shapes first, then one row at 140000
+# (the top bin, past 2^17, and the 64K boundary) before the costly rest, instead of 262144 positions.
+CPU_SHAPES = (
+    _shape(1, 4096, "normal", "full"), _shape(2, 4096, "ties"), _shape(9, 5000, "near_bf16"),
+    _shape(2, 12000, "heavy_tail"), _shape(1, 140000, "near_bf16"), _shape(1, 40000, "ties", "full"),
+    _shape(128, 2100, "relu"),
+)
 
 
 def random_shape(profile: str, seed: int) -> Shape:
@@ -266,5 +273,5 @@ def flops(shape: Shape) -> int:
     return 2 * M * N * HEADS * HEAD_DIM + 3 * M * N * HEADS
 
 
-TARGET = TargetSpec.of(INFO, globals(), canonical=tc.canonical, gpu_shapes=GPU_SHAPES,
-                       cpu_first_call_only=(_shape(1, 262144, "near_bf16"), _shape(128, 2100, "relu")))
+TARGET = TargetSpec.of(INFO, globals(), canonical=tc.canonical, gpu_shapes=GPU_SHAPES, cpu_shapes=CPU_SHAPES,
+                       cpu_first_call_only=(_shape(1, 140000, "near_bf16"), _shape(128, 2100, "relu")))

@@ -175,20 +175,3 @@ def test_structure_errors_are_named(case):
     assert "no token of the row" in t.check(foreign, inputs, ref)[2]
     assert "expected torch.int32" in t.check(good.long(), inputs, ref)[2]
 
-
-def test_the_verify_set_covers_the_range_every_family_and_both_lengths():
-    target = get_target("dsa_indexer_topk_fp8")
-    for device in ("cpu", "cuda"):
-        shapes = target.verify_shapes("smoke", 7, device)
-        for axis, bins in target.axis_classes.items():
-            lo, hi = target.axes[axis]
-            values = [s[axis] for s in shapes]
-            assert lo in values and hi in values, (device, axis)
-            for b0, b1 in bins:
-                assert any(b0 <= v <= b1 for v in values), (device, axis, b0, b1)
-        assert {s["values"] for s in shapes} == set(t.FAMILIES)
-        assert {s["lengths"] for s in shapes} == {"full", "ragged"}
-    assert max(s["rows"] * s["n_ctx"] for s in target.gpu_shapes) == 128 * 262144   # every axis at its end at once
-    for seed in range(40):
-        s = target.random_shape("smoke", seed)
-        assert all(lo <= s[a] <= hi for a, (lo, hi) in target.axes.items()), s

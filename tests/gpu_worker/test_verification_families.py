@@ -13,7 +13,7 @@ from gpu_worker.targets import TARGETS, get_target
 from gpu_worker.targets import _topk_common as tc
 
 TOPK, INDEXER, RMS = get_target("dsa_topk"), get_target("dsa_indexer_topk"), get_target("add_rmsnorm")
-SINGLE = [t for t in TARGETS.values() if t.name in ("dsa_topk", "dsa_indexer_topk", "add_rmsnorm")]
+SINGLE = [t for t in TARGETS.values() if t.name in ("dsa_topk", "dsa_indexer_topk", "dsa_indexer_topk_fp8", "add_rmsnorm")]
 
 
 def _topk_shape(family, rows=3, n_ctx=6000, lengths="ragged"):
@@ -22,7 +22,8 @@ def _topk_shape(family, rows=3, n_ctx=6000, lengths="ragged"):
 
 # Where a known shortcut stops being right (tests/redteam/candidates/verify_*_past_*.py): every device's
 # verify set has a shape beyond it.
-BOUNDARIES = {"dsa_topk": ("n_ctx", 65536), "dsa_indexer_topk": ("n_ctx", 65536), "add_rmsnorm": ("tokens", 8192)}
+BOUNDARIES = {"dsa_topk": ("n_ctx", 65536), "dsa_indexer_topk": ("n_ctx", 65536), "dsa_indexer_topk_fp8": ("n_ctx", 65536),
+              "add_rmsnorm": ("tokens", 8192)}
 
 
 def _assert_covers(target, fixed, device, ends):
