@@ -416,21 +416,15 @@ def bench_shape(target, shape, index, kernels, seed, per_family, flush, persisti
     n_sets = per_family * len(target.value_families)
     starts = {n: [bc._event() for _ in range(n_sets)] for n in names}
     ends = {n: [bc._event() for _ in range(n_sets)] for n in names}
+    places = {n: [] for n in names}
     wrong = {n: [] for n in names}
     families = []
     for j in range(n_sets):
         families.append(bc.set_family(target, shape, j))
         fresh = bc.set_inputs(target, shape, seed, index, j, DEVICE)
         persisting.reset()
-        for q in range(len(names)):
-            name = names[(q + j) % len(names)]  # rotate who goes first
-            graph, outputs, buffers = graphs[name]
-            bc._load(buffers, fresh)
-            bc._poison(outputs)
-            flush.zero_()
-            starts[name][j].record()
-            graph.replay()
-            ends[name][j].record()
+        bc.time_set(j, fresh, graphs, bc.rotation(j, len(names), len(target.value_families)), flush, starts, ends,
+                    places)
         ref = target.reference(fresh)
         for name in names:
             if name in unchecked:
@@ -445,15 +439,16 @@ def bench_shape(target, shape, index, kernels, seed, per_family, flush, persisti
     del graphs
     if DEVICE == "cuda":
         torch.cuda.empty_cache()
-    return times, families, wrong, failed
+    return times, families, places, wrong, failed
 
 
-def summarize(times, families, wrong, failed, default="torch", best="ark_best") -> dict:
+def summarize(times, families, places, wrong, failed, default="torch", best="ark_best") -> dict:
     from gpu_worker.pipeline import stats
     out = {}
     for name, t in times.items():
         row = {"wrong_replays": len(wrong[name]), "first_wrong": wrong[name][0] if wrong[name] else None}
         row["all"] = stats.kernel_stats(t)
+        row["place_mean_us"] = stats.place_means(t, places[name])
         row["by_family"] = {}
         for fam in dict.fromkeys(families):
             sub = [x for x, f in zip(t, families) if f == fam]
@@ -527,9 +522,9 @@ def run(args) -> None:
             log(f"budget: shapes from {i} on not timed")
             break
         t0 = time.time()
-        times, families, wrong, failed = bench_shape(target, shape, i, kernels, args.seed, args.per_family, flush,
+        times, families, places, wrong, failed = bench_shape(target, shape, i, kernels, args.seed, args.per_family, flush,
                                                      persisting, unchecked)
-        res = {"shape": shape, "families": families, "kernels": summarize(times, families, wrong, failed),
+        res = {"shape": shape, "families": families, "kernels": summarize(times, families, places, wrong, failed),
                "times_us": times if args.raw else None, "seconds": time.time() - t0}
         results.append(res)
         cells = "  ".join(f"{n} {k['all']['mean_us']:.1f}/{k['all']['p99_us']:.1f}" + (" WRONG" if k["wrong_replays"] else "")

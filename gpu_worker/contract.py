@@ -181,6 +181,7 @@ class KernelTiming(Record):
     host_event_us: float | None = None   # the events of those same host-timed replays
     stale_replays: int | None = None
     family_mean_us: dict | None = None   # mean per input-value family: where a slow tail comes from
+    place_mean_us: list | None = None    # mean by place in each set's order of kernels (0: first): the harness's bias
 
 
 @dataclass

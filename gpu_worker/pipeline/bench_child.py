@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import gc
 import os
 import threading
 import time
@@ -35,7 +36,12 @@ HOST_REPLAYS = 10
 HOST_TRIES = 3  # host-timed blocks tried before a gap between the clocks counts
 CAPTURE_TIMEOUT_S = 60.0  # a capture that hangs (a sync inside capture, say) ends the child at once
 SHAPE_TIMEOUT_S = 240.0
+# A harness spin on the GPU right before each timed replay (~50 us at 2 GHz): the host then has that long to
+# enqueue the start event and the replay, so the GPU never waits for the host inside a timed pair
+# (docs/benchmark.md, "The place in the order").
+HOLD_CYCLES = 100_000
 DEVICE = "cuda"  # tests swap in "cpu" together with a fake capture
+_spin = torch.cuda._sleep  # taken before any candidate code exists in this process
 
 
 def _sets(profile: str) -> int:
@@ -68,6 +74,20 @@ def _sync() -> None:
 
 def _event():
     return torch.cuda.Event(enable_timing=True)
+
+
+def _hold() -> None:
+    if DEVICE == "cuda":
+        _spin(HOLD_CYCLES)
+
+
+def rotation(j: int, n_kernels: int, n_families: int) -> int:
+    """Who goes first at input set j (family j mod F, turn j // F over the families): family + turn, mod the
+    kernels. Over every K turns each kernel goes first equally often and on every family, so a kernel's place
+    in the order is not tied to a family: j mod K, with three kernels and six families, put the candidate first
+    on two families only."""
+    families = max(1, n_families)
+    return (j % families + j // families) % n_kernels
 
 
 def _host_timed(replay, perf) -> tuple[float, float]:
@@ -200,6 +220,29 @@ def _load(buffers, fresh) -> None:
             dst.copy_(src)
 
 
+def time_set(j: int, fresh, graphs: dict, first: int, flush, starts: dict, ends: dict, places: dict) -> None:
+    """Input set j's timed calls, one per kernel of `graphs` (name: (graph, outputs, input buffers)), starting
+    with the kernel at index `first`: the set is copied into its buffers, its outputs poisoned, L2 flushed,
+    the GPU held by the harness's spin, then one replay between a pair of events. No garbage collection runs
+    meanwhile. Each call's place in the order goes to `places`."""
+    names = list(graphs)
+    gc.disable()
+    try:
+        for q in range(len(names)):
+            name = names[(q + first) % len(names)]
+            places[name].append(q)
+            graph, outputs, buffers = graphs[name]
+            _load(buffers, fresh)
+            _poison(outputs)
+            flush.zero_()
+            _hold()
+            starts[name][j].record()
+            graph.replay()
+            ends[name][j].record()
+    finally:
+        gc.enable()
+
+
 def _same(a, b) -> bool:
     return all(x.shape == y.shape and torch.equal(x, y) for x, y in zip(a, b))
 
@@ -283,6 +326,8 @@ def _bench_shape(msg, target, shape, i, kernels, names, flush, persisting, n_set
     previous = [t.clone() for t in outputs]
     starts = {n: [_event() for _ in range(n_sets)] for n in names}
     ends = {n: [_event() for _ in range(n_sets)] for n in names}
+    places = {n: [] for n in names}  # each timed call's place in its set's order (0: first)
+    n_families = len(getattr(target, "value_families", ()) or (None,))
     check_failures, stale, first_failure = 0, 0, None
     saved = []
     save_at = set(range(0, n_sets, max(1, n_sets // SAVED_SETS))[:SAVED_SETS])
@@ -290,15 +335,7 @@ def _bench_shape(msg, target, shape, i, kernels, names, flush, persisting, n_set
     for j in range(n_sets):
         fresh = set_inputs(target, shape, seed, i, j)
         persisting.reset()
-        for q in range(len(names)):
-            name = names[(q + j) % len(names)]  # rotate who goes first
-            graph, outputs, buffers = graphs[name]
-            _load(buffers, fresh)
-            _poison(outputs)
-            flush.zero_()
-            starts[name][j].record()
-            graph.replay()
-            ends[name][j].record()
+        time_set(j, fresh, graphs, rotation(j, len(names), n_families), flush, starts, ends, places)
         _, outputs, _ = graphs["candidate"]
         result = outputs[0] if len(outputs) == 1 else tuple(outputs)
         ok, _, message = target.check(result, fresh, target.reference(fresh))
@@ -320,8 +357,8 @@ def _bench_shape(msg, target, shape, i, kernels, names, flush, persisting, n_set
     for name in names:
         times = [s.elapsed_time(e) * 1000.0 for s, e in zip(starts[name], ends[name])]
         host_us, host_event_us = _host_timed(graphs[name][0].replay, perf)
-        msg["kernels"][name] = {"times_us": times, "host_us": host_us, "host_event_us": host_event_us,
-                                "stale_replays": stale if name == "candidate" else None}
+        msg["kernels"][name] = {"times_us": times, "places": places[name], "host_us": host_us,
+                                "host_event_us": host_event_us, "stale_replays": stale if name == "candidate" else None}
     families = [set_family(target, shape, j) for j in range(n_sets)]
     if DEVICE == "cuda":  # where the time goes: a few profiled replays after the timed ones, never scored
         try:

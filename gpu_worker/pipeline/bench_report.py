@@ -36,7 +36,8 @@ def bench_results(messages: list[dict], target, ceil: dict | None, wall_s: float
             entry[name] = dict(stats.kernel_stats(times), host_us=k[name].get("host_us"),
                                host_event_us=k[name].get("host_event_us"),
                                stale_replays=k[name].get("stale_replays"),
-                               family_mean_us=stats.family_means(times, m.get("families")))
+                               family_mean_us=stats.family_means(times, m.get("families")),
+                               place_mean_us=stats.place_means(times, k[name].get("places")))
         claimed_s += block_s
         # one replay per event pair: the events of a shape's replay block cannot add up to more than the
         # block's wall time (calls batched or skipped between the timed pairs would make them)

@@ -46,6 +46,17 @@ def family_means(times: list[float], families: list[str] | None) -> dict | None:
     return {f: float(np.mean(v)) for f, v in by.items()}
 
 
+def place_means(times: list[float], places: list[int] | None) -> list[float] | None:
+    """Mean time by place in the order of the kernels within an input set (0: first). Every kernel takes every
+    place about equally often; a place much slower than the others is the harness's bias, not a kernel's."""
+    if not places or len(places) != len(times):
+        return None
+    by: dict[int, list[float]] = {}
+    for t, q in zip(times, places):
+        by.setdefault(q, []).append(t)
+    return [float(np.mean(by[q])) for q in sorted(by)]
+
+
 def paired_mean_ratio(a: list[float], b: list[float], seed: int = 0) -> dict:
     """mean(a) / mean(b) over calls paired by input set, with a paired bootstrap 95% interval; and the same
     for the 99th percentiles (the tail ratio)."""

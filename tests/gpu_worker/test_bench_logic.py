@@ -333,3 +333,30 @@ def test_the_host_check_compares_the_host_timed_replays_with_their_own_events(fa
     k["host_event_us"] = 4000.0                        # a slow input set, seen alike by both clocks
     findings = bench_results(messages, RMS, None, wall_s=1e9)[0]
     assert not [f for f in findings if "host wall time" in f["message"]]
+
+
+@pytest.mark.parametrize("kernels", [2, 3, 4])
+@pytest.mark.parametrize("families", [1, 2, 3, 4, 5, 6, 7])
+def test_the_rotation_gives_each_kernel_each_place_and_every_family_every_place(kernels, families):
+    """With a fixed rotation (who goes first = j mod kernels) and six families, the candidate went first only on
+    two families: a place's bias read as a family's slowness (docs/benchmark.md, "The place in the order")."""
+    n = kernels * families * kernels
+    firsts = [bench_child.rotation(j, kernels, families) for j in range(n)]
+    assert all(firsts.count(k) == n // kernels for k in range(kernels))
+    for f in range(families):
+        assert {firsts[j] for j in range(f, n, families)} == set(range(kernels)), f
+
+
+def test_each_timed_call_records_its_place_and_the_report_gives_a_mean_per_place(fake_cuda):
+    messages = _run()
+    m = messages[0]
+    families = [bench_child.set_family(RMS, m["shape"], j) for j in range(12)]
+    for name, k in m["kernels"].items():
+        assert sorted(k["places"]) == [0] * 4 + [1] * 4 + [2] * 4, name
+    cand = m["kernels"]["candidate"]["places"]
+    assert all({q for q, f in zip(cand, families) if f == fam} == {0, 1, 2} for fam in set(families))
+    _, shapes, _, _ = bench_results(messages, RMS, ceilings_for("h200"), wall_s=1e9)
+    for s in shapes:
+        for name in ("candidate", "incumbent", "incumbent_aa"):
+            means = s[name]["place_mean_us"]
+            assert len(means) == 3 and min(means) <= s[name]["mean_us"] <= max(means)
