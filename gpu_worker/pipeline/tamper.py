@@ -55,6 +55,7 @@ WATCHED_ATTRIBUTES = (
     "torch.cuda:Event", "torch.cuda:Event.record", "torch.cuda:Event.elapsed_time", "torch.cuda:Event.synchronize",
     "torch.cuda:Event.query", "torch.cuda:CUDAGraph", "torch.cuda:CUDAGraph.replay",
     "torch.cuda:CUDAGraph.capture_begin", "torch.cuda:CUDAGraph.capture_end", "torch.cuda:mem_get_info",
+    "torch.cuda:_sleep", "gc:disable", "gc:enable",
     "torch.profiler:profile", "torch.utils._python_dispatch:TorchDispatchMode.__enter__",
     "torch.utils._python_dispatch:TorchDispatchMode.__exit__",
     # not Triton's JITFunction.run: the launch log (child_run.LaunchLog) wraps it after arm(), on purpose
