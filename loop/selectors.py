@@ -211,6 +211,20 @@ def _timing(timing, statistic: str):
     return value, lo, hi
 
 
+# A kernel whose mean by place in the benchmark's order (first, second, ...) spreads more than this share of its
+# mean: the timing of that shape carried the harness's own bias (docs/benchmark.md, "The place in the order").
+PLACE_BIAS = 0.05
+
+
+def place_bias(entry) -> float | None:
+    """The widest spread of one kernel's place means at this shape, as a share of its mean; None where the
+    report has no place means (before 2026-12-07)."""
+    spreads = [(max(t.place_mean_us) - min(t.place_mean_us)) / t.mean_us
+               for t in (entry.candidate, entry.incumbent, entry.incumbent_aa, entry.default)
+               if t is not None and t.place_mean_us and t.mean_us]
+    return max(spreads) if spreads else None
+
+
 def _shape_label(shape) -> str:
     if isinstance(shape, dict):
         return ", ".join(f"{k}={v}" for k, v in shape.items())
@@ -232,6 +246,7 @@ def benchmark_shapes(report: dict | Report, axis: str | None = None) -> list[dic
         inc = _timing(entry.incumbent, entry.ratio_of)
         default = _timing(entry.default, entry.ratio_of)
         ratio, ratio_ci = entry.ratio, entry.ratio_ci95
+        bias = place_bias(entry)
         if cand[0] is not None and cand[1] is None and inc[0] is not None and ratio_ci:
             # The harness gives the interval of the paired ratio; drawn around the candidate as incumbent x ratio.
             cand = (cand[0], inc[0] * ratio_ci[0], inc[0] * ratio_ci[1])
@@ -241,6 +256,7 @@ def benchmark_shapes(report: dict | Report, axis: str | None = None) -> list[dic
             "ratio": ratio, "speedup": (1.0 / ratio) if ratio else None,
             "ratio_ci": ratio_ci if ratio_ci and len(ratio_ci) == 2 else None,
             "floor_fraction": entry.floor_fraction,
+            "place_bias": bias, "place_biased": bias is not None and bias > PLACE_BIAS,
         })
     return rows
 

@@ -164,3 +164,28 @@ def test_a_report_without_quartiles_says_the_distribution_was_not_measured(as_ch
     assert response.context["distribution_chart"] is None and 'id="distribution-chart"' not in page
     assert "Distribution not measured (recorded before the tail-aware benchmark)." in page
     assert 'data-testid="shape-chart"' in page  # the medians are still drawn
+
+
+def test_a_shape_timed_with_a_bias_by_place_in_the_order_is_marked_and_one_without_is_not(as_charlie, alice):
+    """The benchmark reports each kernel's mean by place in its set's order (docs/benchmark.md, "The place in
+    the order"); a spread past selectors.PLACE_BIAS of the kernel's mean marks the shape's row."""
+    run = builders.make_run(alice)
+    report = builders.passing_report()
+    shapes = report["stages"]["benchmark"]["shapes"]
+    for i, entry in enumerate(shapes):
+        for name in ("candidate", "incumbent"):
+            m = entry[name]["median_us"]
+            first = m * (1.3 if (i == 0 and name == "incumbent") else 1.01)   # the first shape's incumbent: +30% first
+            entry[name].update(mean_us=m * 1.1, place_mean_us=[first, m, m])
+    candidate = builders.evaluated(run, report)
+    response = as_charlie.get(reverse("candidate", args=[candidate.pk]))
+    rows = response.context["shapes"]
+    assert rows[0]["place_biased"] and rows[0]["place_bias"] == pytest.approx(0.3 / 1.1)
+    assert not any(r["place_biased"] for r in rows[1:]) and all(r["place_bias"] < 0.05 for r in rows[1:])
+    assert response.content.decode().count('data-testid="place-bias"') == 1
+
+
+def test_a_report_without_place_means_marks_no_shape(as_charlie, alice):
+    candidate = builders.evaluated(builders.make_run(alice), builders.passing_report())
+    rows = as_charlie.get(reverse("candidate", args=[candidate.pk])).context["shapes"]
+    assert rows and all(r["place_bias"] is None and not r["place_biased"] for r in rows)
