@@ -102,6 +102,9 @@ def _in_candidate(code: str) -> str:
     ("torch.cuda.Event.elapsed_time = lambda self, end: 0.001", "torch.cuda.Event.elapsed_time"),
     ("torch.cuda.CUDAGraph.replay = lambda self: None", "torch.cuda.CUDAGraph.replay"),
     ("torch.cuda.synchronize = lambda *a: None", "torch.cuda.synchronize"),
+    # the benchmark's hold before each timed pair, and its garbage-collection fence (docs/benchmark.md)
+    ("torch.cuda._sleep = lambda cycles: None", "torch.cuda._sleep"),
+    ("import gc\ngc.disable = lambda: None", "gc.disable"),
     ("child_run.OpRecorder.__torch_dispatch__ = lambda *a, **k: None", "child_run (OpRecorder.__torch_dispatch__)"),
     ("builtins.len = lambda x: 0", "builtins (len)"),
     ("del builtins.sorted", "builtins (sorted)"),
