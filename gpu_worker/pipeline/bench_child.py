@@ -3,8 +3,9 @@
 Each kernel's call is captured once per shape in a CUDA graph, on its own input buffers. Then, for each of
 many input sets drawn AFTER capture from the secret seed (rotating over the target's value families), the
 set is copied into every kernel's captured buffers, the outputs are poisoned, L2 is flushed (and persisting
-L2 lines reset), and one replay is timed with a pair of CUDA events: one call per event pair, kernels
-interleaved in a rotating order. Every candidate replay's output is checked against the reference of that
+L2 lines reset), the GPU is held by a spin of the harness's own, and one replay is timed with a pair of CUDA
+events: one call per event pair, kernels interleaved in an order whose first place moves with the set's family
+and its turn (rotation; each kernel's mean by place goes to the report). Every candidate replay's output is checked against the reference of that
 set, so what is timed is what was verified: a graph that replays an answer computed at capture, or that
 behaves differently under capture, fails here (bench:stale_output, bench:wrong_output). A sample of the
 candidate's replay outputs is saved for the parent's referee, which regenerates the sets itself. Held-out
