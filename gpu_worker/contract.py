@@ -16,6 +16,9 @@ from dataclasses import MISSING, dataclass, field, fields
 SCHEMA = "ark.report/2"
 SCHEMA_V1 = "ark.report/1"
 STAGE_NAMES = ("guard", "verify", "benchmark", "e2e")
+# A value family whose mean is this many times its shape's fastest family's: the benchmark profiles it on its own
+# (its `profile.slowest_family`, pipeline/profile.py) and the candidate page marks it.
+SLOW_FAMILY_FACTOR = 1.5
 # The largest candidate source a run accepts and the guard reads. A candidate is one file, so a target that
 # folds dsa_topk's top-k in (~58 KB) holds it and its own kernels: 64 KiB was reached by the first such file.
 MAX_SOURCE_BYTES = 128 * 1024

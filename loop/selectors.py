@@ -9,7 +9,7 @@ from django.db import connection
 from django.db.models import Count, Max, Prefetch, Q
 from django.utils import timezone
 
-from gpu_worker.contract import STAGE_NAMES, ContractError, Report, from_json
+from gpu_worker.contract import SLOW_FAMILY_FACTOR, STAGE_NAMES, ContractError, Report, from_json
 from gpu_worker.serving_config import AXES
 from loop import policy
 from loop.models import (
@@ -261,6 +261,31 @@ def benchmark_shapes(report: dict | Report, axis: str | None = None) -> list[dic
     return rows
 
 
+def family_table(report: dict | Report) -> dict | None:
+    """Per shape and input-value family, the candidate's mean and the incumbent's (the benchmark rotates every
+    shape's input sets over the target's families): where a slow tail comes from, and whether the incumbent has
+    it too. None where the report has no family means."""
+    read = read_report(report)
+    bench = read.stages.benchmark if read else None
+    rows, families = [], []
+    for entry in bench.shapes if bench else []:
+        cand = entry.candidate.family_mean_us if entry.candidate else None
+        if not cand:
+            continue
+        inc = (entry.incumbent.family_mean_us if entry.incumbent else None) or {}
+        families += [f for f in cand if f not in families]
+        fastest = min(cand.values())
+        rows.append({"label": _shape_label(entry.shape), "held_out": entry.held_out,
+                     "cells": {f: {"candidate": cand[f], "incumbent": inc.get(f),
+                                   # a family this much slower than the shape's fastest: where its tail is
+                                   "slow": cand[f] > SLOW_FAMILY_FACTOR * fastest} for f in cand}})
+    if not rows:
+        return None
+    for row in rows:
+        row["cells"] = [row["cells"].get(f) for f in families]
+    return {"families": families, "rows": rows}
+
+
 def e2e_grid(report: dict | Report, run_policy: policy.RunPolicy | None = None) -> list[dict]:
     """The e2e grid: per (batch, context) tokens/s both ways, the tokens/s ratio with its interval, parity,
     and the keep rule's reading of the point under the run's policy (loop/policy.py)."""
@@ -436,6 +461,7 @@ def candidate_state(candidate: Candidate) -> dict:
     return {
         "candidate": candidate, "run": run, "target": target, "axis": axis, "evaluation": evaluation,
         "report": report, "read": read, "shapes": benchmark_shapes(read, axis), "e2e": e2e_grid(read),
+        "families": family_table(read),
         "findings": guard_findings(read, candidate.source), "logs": report_logs(read),
         "timings_available": timings_available(read), "cpu_mode": is_cpu_mode(run.hardware),
         "decisions": decisions, "incumbent": incumbent, "evaluations": evaluations,

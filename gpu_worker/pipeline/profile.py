@@ -15,12 +15,11 @@ import json
 import os
 import tempfile
 
+from ..contract import SLOW_FAMILY_FACTOR
 from .stats import family_means
 
 PROFILED_REPLAYS = 3
 TOP_KERNELS = 8
-# A value family whose mean is this many times the fastest family's is profiled on its own (slowest_family).
-SLOW_FAMILY_FACTOR = 1.5
 GPU_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
 GRAPH_LAUNCHES = ("cudaGraphLaunch", "cuGraphLaunch")
 

@@ -189,3 +189,32 @@ def test_a_report_without_place_means_marks_no_shape(as_charlie, alice):
     candidate = builders.evaluated(builders.make_run(alice), builders.passing_report())
     rows = as_charlie.get(reverse("candidate", args=[candidate.pk])).context["shapes"]
     assert rows and all(r["place_bias"] is None and not r["place_biased"] for r in rows)
+
+
+def test_the_per_family_table_gives_each_shapes_family_means_and_marks_a_slow_family(as_charlie, alice):
+    """The benchmark's family means (report benchmark.shapes[].candidate.family_mean_us): one row per shape, one
+    column per family, the candidate beside the incumbent; a family over SLOW_FAMILY_FACTOR times the shape's
+    fastest is marked, as the benchmark profiles it on its own."""
+    run = builders.make_run(alice)
+    report = builders.passing_report()
+    shapes = report["stages"]["benchmark"]["shapes"]
+    for i, entry in enumerate(shapes):
+        entry["candidate"]["family_mean_us"] = {"normal": 20.0, "ties": 45.0 if i == 0 else 25.0}
+        entry["incumbent"]["family_mean_us"] = {"normal": 60.0, "ties": 61.0}
+    candidate = builders.evaluated(run, report)
+    response = as_charlie.get(reverse("candidate", args=[candidate.pk]))
+    table = response.context["families"]
+    assert table["families"] == ["normal", "ties"] and len(table["rows"]) == len(shapes)
+    first = table["rows"][0]["cells"]
+    assert [c["candidate"] for c in first] == [20.0, 45.0] and [c["incumbent"] for c in first] == [60.0, 61.0]
+    assert [c["slow"] for c in first] == [False, True]
+    assert not any(c["slow"] for r in table["rows"][1:] for c in r["cells"])
+    page = response.content.decode()
+    assert 'data-testid="families"' in page and page.count('data-testid="slow-family"') == 1
+    assert "45.00" in page and "61.00" in page
+
+
+def test_a_report_without_family_means_has_no_family_table(as_charlie, alice):
+    candidate = builders.evaluated(builders.make_run(alice), builders.passing_report())
+    response = as_charlie.get(reverse("candidate", args=[candidate.pk]))
+    assert response.context["families"] is None and 'data-testid="families"' not in response.content.decode()
