@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from gpu_worker.contract import SLOW_FAMILY_FACTOR, STAGE_NAMES, ContractError, Report, from_json
 from gpu_worker.serving_config import AXES
+from gpu_worker.target_catalog import CATALOG
 from loop import policy
 from loop.models import (
     Candidate,
@@ -261,10 +262,11 @@ def benchmark_shapes(report: dict | Report, axis: str | None = None) -> list[dic
     return rows
 
 
-def family_table(report: dict | Report) -> dict | None:
+def family_table(report: dict | Report, order: tuple[str, ...] = ()) -> dict | None:
     """Per shape and input-value family, the candidate's mean and the incumbent's (the benchmark rotates every
     shape's input sets over the target's families): where a slow tail comes from, and whether the incumbent has
-    it too. None where the report has no family means."""
+    it too. Families in `order` (the target's), then any other by name: a stored report's keys keep no order
+    (PostgreSQL's jsonb sorts them). None where the report has no family means."""
     read = read_report(report)
     bench = read.stages.benchmark if read else None
     rows, families = [], []
@@ -281,6 +283,7 @@ def family_table(report: dict | Report) -> dict | None:
                                    "slow": cand[f] > SLOW_FAMILY_FACTOR * fastest} for f in cand}})
     if not rows:
         return None
+    families = [f for f in order if f in families] + sorted(f for f in families if f not in order)
     for row in rows:
         row["cells"] = [row["cells"].get(f) for f in families]
     return {"families": families, "rows": rows}
@@ -461,7 +464,7 @@ def candidate_state(candidate: Candidate) -> dict:
     return {
         "candidate": candidate, "run": run, "target": target, "axis": axis, "evaluation": evaluation,
         "report": report, "read": read, "shapes": benchmark_shapes(read, axis), "e2e": e2e_grid(read),
-        "families": family_table(read),
+        "families": family_table(read, CATALOG[target.name].value_families if target.name in CATALOG else ()),
         "findings": guard_findings(read, candidate.source), "logs": report_logs(read),
         "timings_available": timings_available(read), "cpu_mode": is_cpu_mode(run.hardware),
         "decisions": decisions, "incumbent": incumbent, "evaluations": evaluations,
