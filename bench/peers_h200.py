@@ -423,7 +423,7 @@ def bench_shape(target, shape, index, kernels, seed, per_family, flush, persisti
         families.append(bc.set_family(target, shape, j))
         fresh = bc.set_inputs(target, shape, seed, index, j, DEVICE)
         persisting.reset()
-        bc.time_set(j, fresh, graphs, bc.rotation(j, len(names), len(target.value_families)), flush, starts, ends,
+        bc.time_set(j, fresh, graphs, bc.rotation(j, len(names), len(bc.families_of(target, shape))), flush, starts, ends,
                     places)
         ref = target.reference(fresh)
         for name in names:

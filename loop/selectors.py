@@ -286,7 +286,7 @@ def family_table(report: dict | Report, order: tuple[str, ...] = ()) -> dict | N
     families = [f for f in order if f in families] + sorted(f for f in families if f not in order)
     for row in rows:
         row["cells"] = [row["cells"].get(f) for f in families]
-    return {"families": families, "rows": rows}
+    return {"families": families, "rows": rows, "slow_factor": SLOW_FAMILY_FACTOR}
 
 
 def e2e_grid(report: dict | Report, run_policy: policy.RunPolicy | None = None) -> list[dict]:

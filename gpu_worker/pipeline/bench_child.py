@@ -203,9 +203,14 @@ def held_out_shapes(target, seed: int) -> list[dict]:
             for h in range(HELD_OUT)]
 
 
+def families_of(target, shape: dict) -> tuple:
+    """The value families a shape's input sets rotate over: the target's, or the shape's own one."""
+    return tuple(getattr(target, "value_families", ()) or (shape.get("values"),))
+
+
 def set_family(target, shape: dict, j: int) -> str:
     """The value family of input set j: it rotates over the target's families."""
-    families = tuple(getattr(target, "value_families", ()) or (shape.get("values"),))
+    families = families_of(target, shape)
     return families[j % len(families)]
 
 
@@ -328,7 +333,7 @@ def _bench_shape(msg, target, shape, i, kernels, names, flush, persisting, n_set
     starts = {n: [_event() for _ in range(n_sets)] for n in names}
     ends = {n: [_event() for _ in range(n_sets)] for n in names}
     places = {n: [] for n in names}  # each timed call's place in its set's order (0: first)
-    n_families = len(getattr(target, "value_families", ()) or (None,))
+    n_families = len(families_of(target, shape))
     check_failures, stale, first_failure = 0, 0, None
     saved = []
     save_at = set(range(0, n_sets, max(1, n_sets // SAVED_SETS))[:SAVED_SETS])

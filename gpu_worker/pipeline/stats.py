@@ -36,14 +36,17 @@ def kernel_stats(times: list[float], seed: int = 0) -> dict:
             "slow_fraction": float((x > SLOW_FACTOR * median).mean()), "calls": len(x)}
 
 
+def _means_by(times: list[float], keys: list) -> dict:
+    """Mean time per key, call j under keys[j], in the keys' order of first appearance."""
+    by: dict = {}
+    for t, key in zip(times, keys):
+        by.setdefault(key, []).append(t)
+    return {key: float(np.mean(v)) for key, v in by.items()}
+
+
 def family_means(times: list[float], families: list[str] | None) -> dict | None:
     """Mean time per input-value family (call j was timed on a set of family families[j])."""
-    if not families:
-        return None
-    by: dict[str, list[float]] = {}
-    for t, f in zip(times, families):
-        by.setdefault(f, []).append(t)
-    return {f: float(np.mean(v)) for f, v in by.items()}
+    return _means_by(times, families) if families else None
 
 
 def place_means(times: list[float], places: list[int] | None) -> list[float] | None:
@@ -51,10 +54,8 @@ def place_means(times: list[float], places: list[int] | None) -> list[float] | N
     place about equally often; a place much slower than the others is the harness's bias, not a kernel's."""
     if not places or len(places) != len(times):
         return None
-    by: dict[int, list[float]] = {}
-    for t, q in zip(times, places):
-        by.setdefault(q, []).append(t)
-    return [float(np.mean(by[q])) for q in sorted(by)]
+    by = _means_by(times, places)
+    return [by[q] for q in sorted(by)]
 
 
 def paired_mean_ratio(a: list[float], b: list[float], seed: int = 0) -> dict:
