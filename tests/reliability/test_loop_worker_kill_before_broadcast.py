@@ -71,8 +71,10 @@ class Listener:
 
 @pytest.fixture
 def private_layers(settings, own_redis, publish_to):
-    """Broker and channel layer of this test and its workers: the private redis-server."""
-    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer",
+    """Broker and channel layer of this test and its workers: the private redis-server, behind the console's own
+    layer (console/channel_layer.py), whose read timeout outlasts its wait: plain channels_redis dropped the
+    reconnected socket with "Timeout reading from" once in a CI run."""
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "console.channel_layer.RedisChannelLayer",
                                            "CONFIG": {"hosts": [own_redis.url], "capacity": 1000, "expiry": 30}}}
     publish_to(own_redis.url)
     return {"REDIS_URL": own_redis.url, "CELERY_BROKER_URL": own_redis.url}
