@@ -11,14 +11,19 @@ names it. Triton 3.x's rule; a count, not a timing.
 
 --compile also compiles one kernel of each key for sm_90a (Triton's compiler, no GPU needed): the CPU suite
 runs kernels in Triton's interpreter, which accepts code that the compiler refuses (a name rebound to another
-type inside an `if` reached a GPU once before this check existed).
+type inside an `if` reached a GPU once before this check existed). Several --target/--candidate pairs are
+counted in one process, and a kernel met again with the same source (its own and every jit function and
+constexpr it names, transitively) and the same key is compiled once: the bests that hold the folded top-k
+(fold_topk.py) share those compiles.
 """
 from __future__ import annotations
 
 import argparse
 import contextlib
 import importlib.util
+import hashlib
 import json
+import re
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -117,8 +122,31 @@ def compile_key(fn, key) -> None:
                    options={k: options[k] for k in ("num_warps", "num_stages", "maxnreg") if k in options})
 
 
+def source_digest(fn, module) -> str:
+    """The kernel's source with that of every @triton.jit function and constexpr of `module` it names,
+    transitively: two kernels with the same digest and key compile to the same code."""
+    import triton
+    import triton.language as tl
+
+    seen, todo, parts = set(), [fn.__name__], []
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        obj = getattr(module, name)
+        text = obj.src if isinstance(obj, triton.runtime.jit.JITFunction) else repr(obj)
+        parts.append(f"{name}={text}")
+        if isinstance(obj, triton.runtime.jit.JITFunction):
+            todo += [n for n, v in vars(module).items() if n not in seen and re.search(rf"\b{re.escape(n)}\b", text)
+                     and isinstance(v, (triton.runtime.jit.JITFunction, tl.constexpr))]
+    return hashlib.sha256("\n".join(sorted(parts)).encode()).hexdigest()
+
+
 def count(target_name: str, candidate: Path, profile: str = "full", seed: int = 1234,
-          compile_each: bool = False) -> dict:
+          compiled: set | None = None) -> dict:
+    """Launch keys per kernel and stage. With `compiled` (a set, shared between calls), also compile each
+    (source, key) not in it for sm_90a and add it."""
     import triton
 
     spec = importlib.util.spec_from_file_location("candidate_counted", candidate)
@@ -138,13 +166,16 @@ def count(target_name: str, candidate: Path, profile: str = "full", seed: int = 
                 module.forward(*(_as_meta(x) for x in target.make_inputs(shape, seed, "cpu")))
             result[stage] = {n: len(k) for n, k in sorted(keys.items())}
             result[stage]["total"] = sum(len(k) for k in keys.values())
-            if compile_each:     # with the module's kernels back: a kernel's helpers are its globals
+            if compiled is not None:     # with the module's kernels back: a kernel's helpers are its globals
                 recorders = {name: getattr(module, name) for name in kernels}
                 for name, fn in kernels.items():
                     setattr(module, name, fn)
                 for name, ks in sorted(keys.items()):
-                    for key in ks:
-                        compile_key(kernels[name], key)
+                    digest = source_digest(kernels[name], module)
+                    for key in sorted(ks, key=repr):
+                        if (digest, key) not in compiled:
+                            compile_key(kernels[name], key)
+                            compiled.add((digest, key))
                 for name, rec in recorders.items():
                     setattr(module, name, rec)
     return result
@@ -152,13 +183,17 @@ def count(target_name: str, candidate: Path, profile: str = "full", seed: int = 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--target", required=True)
-    ap.add_argument("--candidate", type=Path, required=True)
+    ap.add_argument("--target", required=True, action="append", help="repeat, with one --candidate each")
+    ap.add_argument("--candidate", type=Path, required=True, action="append")
     ap.add_argument("--profile", default="full")
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--compile", action="store_true", help="also compile each kernel variant for sm_90a")
     a = ap.parse_args(argv)
-    print(json.dumps(count(a.target, a.candidate, a.profile, a.seed, a.compile), indent=1))
+    if len(a.target) != len(a.candidate):
+        ap.error("give one --candidate for each --target")
+    compiled = set() if a.compile else None
+    results = {t: count(t, c, a.profile, a.seed, compiled) for t, c in zip(a.target, a.candidate)}
+    print(json.dumps(results if len(results) > 1 else results[a.target[0]], indent=1))
     return 0
 
 
