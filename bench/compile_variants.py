@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib.util
 import hashlib
+import importlib.util
 import json
 import re
 import sys
