@@ -2,7 +2,10 @@
 
 Per shape, on every rank: input sets rotated (fresh from the secret seed), each kernel's call
 captured in a CUDA graph per set, outputs poisoned before and fingerprinted after every replay, L2
-flushed, kernels interleaved round-robin with the first one rotating (ABAB). A collective's time is
+flushed, kernels interleaved round-robin, the first one chosen by pipeline/bench_child.rotation over the
+sets (so that no kernel goes first on the same set every time), the GPU held by the harness's spin before
+each timed replay, no garbage collection in the timed rounds, and each call's place in the order reported
+(docs/benchmark.md, "The place in the order"). A collective's time is
 its slowest rank's, so before every timed replay the ranks line up on a one-element NCCL
 all-reduce (eager, outside the events); each rank records CUDA events around its own replay and
 the parent takes the maximum over ranks per round, then means, tails and bootstrap intervals
@@ -14,13 +17,14 @@ Not run yet: needs the 2-GPU kind (docs/allreduce.md).
 
 from __future__ import annotations
 
+import gc
 import time
 import traceback
 
 import torch
 import torch.distributed as dist
 
-from ..pipeline.bench_child import L2_FLUSH_BYTES, _capture, _fingerprint, _poison
+from ..pipeline.bench_child import L2_FLUSH_BYTES, _capture, _fingerprint, _hold, _poison, rotation
 
 # A collective's inputs are a few buffers per rank: a handful of sets rotated over the rounds is enough to
 # defeat caching by pointer; the per-set tail analysis of the single-GPU benchmark does not apply here.
@@ -83,19 +87,27 @@ def benchmark(cfg, target, candidate, incumbent, default, comm, seed: int, send)
             starts = {n: [torch.cuda.Event(enable_timing=True) for _ in range(rounds)] for n in names}
             ends = {n: [torch.cuda.Event(enable_timing=True) for _ in range(rounds)] for n in names}
             prints = {n: torch.zeros(rounds, 2, dtype=torch.int64, device="cuda") for n in names}
+            places = {n: [] for n in names}
             torch.cuda.synchronize()
-            for r in range(rounds):
-                j = r % n_sets
-                for q in range(len(names)):
-                    name = names[(q + r) % len(names)]
-                    graph, outputs = graphs[name][j]
-                    _poison(outputs)
-                    flush.zero_()
-                    dist.all_reduce(line_up, group=comm.group)
-                    starts[name][r].record()
-                    graph.replay()
-                    ends[name][r].record()
-                    _fingerprint(outputs, prints[name][r])
+            gc.disable()
+            try:
+                for r in range(rounds):
+                    j = r % n_sets
+                    first = rotation(r, len(names), n_sets)
+                    for q in range(len(names)):
+                        name = names[(q + first) % len(names)]
+                        places[name].append(q)
+                        graph, outputs = graphs[name][j]
+                        _poison(outputs)
+                        flush.zero_()
+                        dist.all_reduce(line_up, group=comm.group)
+                        _hold()
+                        starts[name][r].record()
+                        graph.replay()
+                        ends[name][r].record()
+                        _fingerprint(outputs, prints[name][r])
+            finally:
+                gc.enable()
             torch.cuda.synchronize()
             for name in names:
                 times = [s.elapsed_time(e) * 1000.0 for s, e in zip(starts[name], ends[name])]
@@ -125,8 +137,8 @@ def benchmark(cfg, target, candidate, incumbent, default, comm, seed: int, send)
                         check = {"pass": ok_, "max_error": err, "message": message}
                         if not ok_:
                             break
-                msg["kernels"][name] = {"times_us": times, "host_us": host_us, "host_event_us": host_event_us,
-                                        "stale_replays": stale, "check": check}
+                msg["kernels"][name] = {"times_us": times, "places": places[name], "host_us": host_us,
+                                        "host_event_us": host_event_us, "stale_replays": stale, "check": check}
                 if name == "candidate" and stale:
                     msg["findings"].append({"code": "bench:stale_output", "message":
                                             f"{stale} of {rounds} timed replays left outputs that differ from "
@@ -164,6 +176,7 @@ def merge_ranks(messages: list[dict]) -> list[dict]:
             out["kernels"][name] = {
                 "times_us": [max(k["times_us"][r] for k in per_rank) for r in range(rounds)],
                 "times_us_by_rank": [k["times_us"][:rounds] for k in per_rank],
+                "places": (per_rank[0].get("places") or [])[:rounds] or None,   # the same order on every rank
                 "host_us": max((k.get("host_us") or 0.0) for k in per_rank),
                 "host_event_us": max((k.get("host_event_us") or 0.0) for k in per_rank) or None,
                 "stale_replays": sum(k.get("stale_replays") or 0 for k in per_rank),

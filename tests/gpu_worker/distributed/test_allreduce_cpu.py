@@ -176,7 +176,8 @@ def test_the_seeds_cuda_path_compiles_for_sm90_with_system_scope_release_and_acq
 
 def test_rank_times_merge_to_the_slowest_rank_per_round():
     def rank_msg(rank, cand, inc):
-        k = {"times_us": None, "host_us": 10.0 + rank, "host_event_us": 6.0 + rank, "stale_replays": rank}
+        k = {"times_us": None, "host_us": 10.0 + rank, "host_event_us": 6.0 + rank, "stale_replays": rank,
+             "places": [0, 1, 2]}
         return {"type": "bench_shape", "rank": rank, "index": 0, "shape": {"bytes": 1024, "numel": 512},
                 "findings": [], "rounds": 3, "input_sets": 2,
                 "kernels": {"candidate": dict(k, times_us=cand), "incumbent": dict(k, times_us=inc),
@@ -187,9 +188,11 @@ def test_rank_times_merge_to_the_slowest_rank_per_round():
     assert merged["kernels"]["incumbent"]["times_us"] == [18.5, 19.0, 18.2]
     assert merged["kernels"]["candidate"]["host_us"] == 11.0 and merged["kernels"]["candidate"]["stale_replays"] == 1
     assert merged["kernels"]["candidate"]["host_event_us"] == 7.0   # the slowest rank's, as host_us
+    assert merged["kernels"]["candidate"]["places"] == [0, 1, 2]     # each round's place, as the ranks timed it
     from gpu_worker.pipeline.bench_report import bench_results
     findings, (entry,), summary, _ = bench_results([merged], ALLREDUCE, None, wall_s=1.0)
     assert findings == [] and entry["candidate"]["median_us"] == 6.2 and entry["ratio"] < 0.5
+    assert entry["candidate"]["place_mean_us"] == [6.0, 7.0, 6.2]   # the mean by place in the order
     assert summary["geomean_speedup"] > 2.0
 
 
