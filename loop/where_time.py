@@ -41,6 +41,21 @@ def shape_profiles(report) -> list[dict]:
     return rows
 
 
+def counters(report) -> dict | None:
+    """Nsight Compute's counters at the one shape they were taken at (pipeline/ncu.py): the shape's label, its
+    kernels (time, DRAM bytes and rate, percentages of peak, occupancy, L2 hits, registers) or the error;
+    None where the worker had no ncu or the report predates them."""
+    read = read_report(report)
+    bench = read.stages.benchmark if read else None
+    for entry in bench.shapes if bench else []:
+        found = (entry.profile or {}).get("ncu")
+        if found:
+            kernels = [dict(k, dram_mb=k["dram_bytes"] / 1e6 if k.get("dram_bytes") is not None else None)
+                       for k in found.get("kernels") or []]
+            return {"label": _label(found.get("shape") or entry.shape), "kernels": kernels, "error": found.get("error")}
+    return None
+
+
 def ceiling_points(report) -> list[dict]:
     """E2E points that measured a ceiling, with their "attained x of a possible y" text."""
     read = read_report(report)
@@ -93,6 +108,18 @@ def _pct(x) -> str:
     return f"{x:.0%}" if x is not None else "not measured"
 
 
+def _pct_of(x) -> str:
+    """A percentage ncu gave as 0-100."""
+    return f"{x:.0f}%" if x is not None else "?"
+
+
+def _counters_text(k: dict) -> str:
+    registers = f"{k['registers']:.0f}" if k.get("registers") is not None else "?"
+    return (f"{k['name'][:60]} x{k['launches']} {k['us']:.1f} us, DRAM {_pct_of(k['dram_pct'])} of peak, "
+            f"SM {_pct_of(k['sm_pct'])}, occupancy {_pct_of(k['occupancy_pct'])}, L2 hits {_pct_of(k['l2_hit_pct'])}, "
+            f"{registers} registers")
+
+
 def _kernels_text(kernels: list[dict]) -> str:
     return ", ".join(f"{k['name'][:60]} {k['us']:.1f} us x{k['launches']:g}" for k in kernels[:PROMPT_KERNELS])
 
@@ -111,6 +138,10 @@ def prompt_section(report) -> str | None:
             line += (f"; on {r['slow_family']} values (mean {r['slow_mean_us']:.1f} us, the slowest family): "
                      + _kernels_text(r["slow_kernels"]))
         lines.append(line)
+    found = counters(report)
+    if found and found["kernels"]:
+        lines.append(f"- Nsight Compute at {found['label']}: "
+                     + "; ".join(_counters_text(k) for k in found["kernels"][:PROMPT_KERNELS]))
     for p in ceiling_points(report):
         lines.append(f"- e2e batch {p['batch']}, context {p['context']}: {p['text']}")
     return "\n".join(lines) if lines else None

@@ -114,6 +114,7 @@ def _candidate_context(request, candidate: Candidate, *, approve_form=None, veto
     state["distribution_chart"] = charts.distribution(entries, [s["label"] for s in state["shapes"]])
     state["time_profile"] = where_time.shape_profiles(state["read"])
     state["kernel_chart"] = where_time.kernel_chart(state["time_profile"])
+    state["counters"] = where_time.counters(state["read"])
     state["ceilings"] = where_time.ceiling_points(state["read"])
     state["approve_form"] = approve_form or ApproveForm()
     state["veto_form"] = veto_form or VetoForm()

@@ -154,6 +154,9 @@ class DistributedEvaluation(Evaluation):
                              profile=self.profile, timeout_s=self.verify_timeout_s())
         return self.end("verify", t, entry)
 
+    def counters(self) -> None:
+        """No Nsight Compute pass for ranks yet: ncu would have to launch every rank (docs/allreduce.md)."""
+
     def benchmark(self) -> BenchmarkStage:
         shapes = self.target.benchmark_shapes(self.profile)
         t = self.begin("benchmark", shapes=len(shapes))

@@ -266,6 +266,11 @@ def run(cfg: dict, out, *, perf, active_threads) -> None:
             out.send(type="warm", seconds=perf() - t0)
     secret = sys.stdin.readline()
     seed = int(secret.strip() or "0")
+    if cfg["mode"] == "ncu":  # counters under Nsight Compute, never scored (pipeline/ncu.py)
+        from .ncu import profiled_call  # local: only a profiling child needs it
+        profiled_call(cfg, out, target, forward, seed)
+        out.send(type="done")
+        return
     if cfg["mode"] == "retime":  # numbers only, the loop judges them (docs/isolation.md, Independent re-timing)
         from .retime_child import retime_in_child  # local: only a re-timing child needs it
         retime_in_child(cfg, out, target, forward, seed, perf)

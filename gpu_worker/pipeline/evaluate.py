@@ -21,10 +21,11 @@ from .. import hardware
 from ..contract import (BenchmarkStage, E2EStage, EvaluationSpec, GuardStage, Hardware, Report, Stage, Summary,
                         VerifyStage, Verdict, stage_from_dict)
 from ..targets import get_target
-from . import referee, stats
+from . import ncu, referee, stats
 from .bench_child import held_out_shapes
 from .bench_report import bench_results
 from .guard import check_candidate
+from .protocol import candidate_text
 from .sandbox import EarlyChild, run_child
 
 SCRATCH_PREFIX = "ark-eval-"  # then the evaluating process's pid: sweep_stale_scratch
@@ -113,6 +114,7 @@ class Evaluation:
                 self.skip("benchmark", "verification failed")
             else:
                 self.benchmark()
+                self.counters()
             self.e2e()
         finally:
             self.cancel_bench_child()  # on every way out, and before its scratch dir goes
@@ -231,6 +233,37 @@ class Evaluation:
             # the gate, and its life after the gate
             "started_early": True, "child_wall_s": round(run.wall_s, 3), "warm_s": warm.get("seconds"),
             "gate_wait_s": round(run.gate_wait_s or 0.0, 3), "after_gate_s": round(after_gate_s, 3)})
+
+    def counters(self) -> None:
+        """Nsight Compute's counters for the candidate at one listed shape, where the host has ncu, after a
+        passing benchmark: into that shape's profile as `ncu` (pipeline/ncu.py). Context, never scored; a
+        failure is written there and changes no verdict."""
+        bench = self.report.stages.benchmark
+        tool = ncu.find()
+        if tool is None or bench is None or bench.status != "pass":
+            return
+        shapes = self.target.benchmark_shapes(self.profile)
+        index = ncu.shape_for(self.target, shapes)
+        entry = next((e for e in bench.shapes or [] if e.shape == shapes[index] and not e.held_out), None)
+        if entry is None:
+            return
+        # The benchmark child's scratch dir, whose Triton cache holds the candidate's compiled kernels; the
+        # source goes beside it, not into its work dir, where that child could have left a link to follow.
+        scratch = self.scratch_root / "bench"
+        scratch.mkdir(exist_ok=True)
+        path = write_source(self.scratch_root / "ncu", "candidate.py", self.spec.source)
+        csv_path = self.scratch_root / ncu.CSV_NAME   # outside the child's scratch: the child cannot write it
+        run = run_child(self.child_cfg("ncu", [shapes[index]], path), secret=str(self.seed),
+                        timeout_s=ncu.TIMEOUT_S, scratch=scratch, device="cuda", wrap=ncu.argv(tool, csv_path))
+        try:
+            text = csv_path.read_text(errors="replace")
+        except OSError:
+            text = ""
+        kernels = ncu.summarize(ncu.parse(text))
+        result = {"shape": shapes[index], "kernels": kernels, "seconds": round(run.wall_s, 1)}
+        if not kernels:
+            result["error"] = candidate_text("no kernel was profiled: " + (text[-300:] or run.log_tail[-300:]), 400)
+        entry.profile = dict(entry.profile or {}, ncu=result)
 
     def e2e(self) -> E2EStage:
         """The e2e gate (gpu_worker.e2e.run_gate) in its own sandboxed child, after a passing benchmark."""

@@ -242,11 +242,13 @@ def child_env(dirs: dict[str, Path], device: str) -> dict[str, str]:
 
 def run_child(cfg: dict, *, secret: str, timeout_s: float, scratch: Path, device: str,
               on_message=None, gate: threading.Event | None = None, cancel: threading.Event | None = None,
-              max_gate_wait_s: float = 0.0) -> ChildRun:
+              max_gate_wait_s: float = 0.0, wrap: list[str] | None = None) -> ChildRun:
     """Run one child to its end. The secret goes to its stdin once it has loaded the candidate and,
     with a `gate`, once the gate is set too; the time a loaded child waits at the closed gate does not
     count against `timeout_s` (up to `max_gate_wait_s` of it does not). Setting `cancel` kills the
-    child's group and returns the run marked `cancelled`."""
+    child's group and returns the run marked `cancelled`. `wrap` goes before the child's command, inside
+    the namespaces and as the worker's user (a profiler that launches it: pipeline/ncu.py); the child
+    drops to `nobody` itself, as always."""
     prot = host_protections()
     if not prot["uid_drop"] and not prot["unsafe_no_uid_drop"]:
         raise SandboxRefused(f"this worker cannot run candidate children as uid {NOBODY} (it needs root and a "
@@ -268,7 +270,8 @@ def run_child(cfg: dict, *, secret: str, timeout_s: float, scratch: Path, device
     # process group (setsid, double fork) is found by it and killed.
     mark = secrets.token_hex(12)
     disk_limit = _env_int("ARK_CHILD_DISK_BYTES", 16 << 30)
-    argv = child_argv(prot, [sys.executable, "-s", "-B", "-m", "gpu_worker.pipeline.child", json.dumps(cfg)])
+    argv = child_argv(prot, [*(wrap or []), sys.executable, "-s", "-B", "-m", "gpu_worker.pipeline.child",
+                             json.dumps(cfg)])
     run = ChildRun(protections={"spawned": True, "explicit_env": True, "close_fds": True, "new_session": True,
                                 "network_namespace": prot["netns"], "uid": uid if uid is not None else os.geteuid(),
                                 "uid_dropped": uid is not None, "unsafe_no_uid_drop": uid is None,

@@ -94,3 +94,24 @@ def test_the_prompt_starts_from_the_incumbents_bottleneck(alice):
 def test_prompt_section_is_none_without_measurements():
     assert where_time.prompt_section(None) is None
     assert where_time.prompt_section(reports.cpu_report()) is None
+
+
+def test_nsight_compute_counters_show_on_the_page_and_in_the_prompt(as_charlie, alice):
+    from gpu_worker.pipeline import ncu
+    from tests.gpu_worker.test_ncu import RAW
+
+    report = profiled_report()
+    shape = report["stages"]["benchmark"]["shapes"][1]
+    shape["profile"]["ncu"] = {"shape": shape["shape"], "kernels": ncu.summarize(ncu.parse(RAW)), "seconds": 9.0}
+    run = builders.make_run(alice)
+    page = as_charlie.get(reverse("candidate", args=[builders.evaluated(run, report).pk])).content.decode()
+    assert 'data-testid="ncu-counters"' in page and "<code>_kb_filter</code>" in page
+    assert "<td>2.14</td>" in page      # _kb_filter's DRAM megabytes (2,135,040 bytes read)
+    section = where_time.prompt_section(report)
+    assert "- Nsight Compute at " in section and "_r_hist x4 13.0 us, DRAM 0% of peak" in section
+    failed = profiled_report()
+    failed["stages"]["benchmark"]["shapes"][0]["profile"]["ncu"] = {"shape": {}, "kernels": [],
+                                                                    "error": "no kernel was profiled: ERR_NVGPUCTRPERM"}
+    page = as_charlie.get(reverse("candidate", args=[builders.evaluated(run, failed, tag="f").pk])).content.decode()
+    assert 'data-testid="ncu-error"' in page and "ERR_NVGPUCTRPERM" in page
+    assert "Nsight Compute" not in where_time.prompt_section(failed)
