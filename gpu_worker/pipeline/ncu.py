@@ -21,6 +21,8 @@ import os
 import shutil
 from pathlib import Path
 
+from .protocol import derive_seed
+
 # ncu's metric name -> the report's key. Time and bytes are summed over a kernel's launches; percentages are
 # averaged weighted by time; registers, grid and block are the first launch's.
 METRICS = {
@@ -113,8 +115,6 @@ def profiled_call(cfg: dict, out, target, forward, seed: int) -> None:
     """The child's side: inputs for the one shape from the secret, a warm call, then one call inside the range
     ncu profiles."""
     import torch  # local: only a GPU child profiles
-
-    from .protocol import derive_seed
 
     shape = cfg["shapes"][0]
     inputs = target.make_inputs(shape, derive_seed(seed, "ncu"), "cuda")
