@@ -26,7 +26,7 @@ from .bench_child import held_out_shapes
 from .bench_report import bench_results
 from .guard import check_candidate
 from .protocol import candidate_text
-from .sandbox import EarlyChild, run_child
+from .sandbox import NOBODY, EarlyChild, host_protections, run_child
 
 SCRATCH_PREFIX = "ark-eval-"  # then the evaluating process's pid: sweep_stale_scratch
 VERIFY_TIMEOUT_S = {"cpu": 480.0, "smoke": 420.0, "full": 420.0}  # every profile verifies the whole range (docs/verification.md)
@@ -252,13 +252,11 @@ class Evaluation:
         scratch = self.scratch_root / "bench"
         scratch.mkdir(exist_ok=True)
         path = write_source(self.scratch_root / "ncu", "candidate.py", self.spec.source)
-        csv_path = self.scratch_root / ncu.CSV_NAME   # outside the child's scratch: the child cannot write it
+        uid = NOBODY if host_protections()["uid_drop"] else None
+        csv_path = ncu.output_dir(self.scratch_root, uid) / "ncu.csv"
         run = run_child(self.child_cfg("ncu", [shapes[index]], path), secret=str(self.seed),
-                        timeout_s=ncu.TIMEOUT_S, scratch=scratch, device="cuda", wrap=ncu.argv(tool, csv_path))
-        try:
-            text = csv_path.read_text(errors="replace")
-        except OSError:
-            text = ""
+                        timeout_s=ncu.TIMEOUT_S, scratch=scratch, device="cuda", wrap=ncu.argv(tool, csv_path, uid))
+        text = ncu.read_output(csv_path, uid)
         kernels = ncu.summarize(ncu.parse(text))
         result = {"shape": shapes[index], "kernels": kernels, "seconds": round(run.wall_s, 1)}
         if not kernels:

@@ -4,13 +4,15 @@
 After a passing benchmark on a GPU, the evaluation runs one more sandboxed child under `ncu`: it makes inputs
 for one shape (the listed benchmark shape with the most bytes to move), calls the candidate once to compile and
 warm up, then once between cudaProfilerStart and cudaProfilerStop, the only range `ncu --profile-from-start off`
-profiles. `ncu` writes one CSV row per kernel launch (`--page raw`) to a file outside the child's scratch dir;
-the parent sums them per kernel name. Counters are context for people and the proposer, never scored: the
-candidate runs in the same process as the profiled range and could start or stop it itself.
+profiles. `ncu` writes one CSV row per kernel launch (`--page raw`); the parent sums them per kernel name.
+Counters are context for people and the proposer, never scored: the candidate runs in the profiled process and
+could start or stop the range, or write the file, itself.
 
-`ncu` runs as the worker's user inside the child's namespaces, and the child drops to `nobody` after it starts,
-as every child does (pipeline/child.py); profiling another user's process needs the driver's
-RmProfilingAdminOnly off or root (both were so on the lent H100 host, 2026-12-07).
+`ncu` runs as the user the child runs as (`nobody` where the worker can drop to it): it shares the child's
+scratch dir, HOME and TMPDIR, where the candidate can leave links, so it must not be root there. Its output
+goes to a directory of its own and is read without following links, only as a regular file of that user and
+of bounded size (`read_output`). Reading another user's counters needs root or the driver's
+RmProfilingAdminOnly at 0 (it was 0 on the lent H100 host, 2026-12-07).
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ import csv
 import io
 import os
 import shutil
+import stat
+import sys
 from pathlib import Path
 
 from .protocol import derive_seed
@@ -37,8 +41,8 @@ METRICS = {
 }
 PERCENTS = ("dram_pct", "sm_pct", "occupancy_pct", "l2_hit_pct")
 TIMEOUT_S = 240.0
+MAX_OUTPUT_BYTES = 4 << 20
 TOP_KERNELS = 8
-CSV_NAME = "ncu.csv"
 
 
 def find() -> str | None:
@@ -52,11 +56,42 @@ def find() -> str | None:
     return None
 
 
-def argv(ncu: str, csv_path: Path) -> list[str]:
-    """The command that goes before the child's own: profile only the cudaProfilerStart/Stop range, at the
-    GPU's own clocks (the harness never changes them), every metric of METRICS, raw CSV to `csv_path`."""
-    return [ncu, "--profile-from-start", "off", "--clock-control", "none", "--csv", "--page", "raw",
-            "--metrics", ",".join(METRICS), "--log-file", str(csv_path)]
+def argv(ncu: str, csv_path: Path, uid: int | None = None) -> list[str]:
+    """The command that goes before the child's own: as `uid` (when given; the sandbox starts it as the worker's
+    user), profile only the cudaProfilerStart/Stop range, at the GPU's own clocks (the harness never changes
+    them), every metric of METRICS, raw CSV to `csv_path`."""
+    command = [ncu, "--profile-from-start", "off", "--clock-control", "none", "--csv", "--page", "raw",
+               "--metrics", ",".join(METRICS), "--log-file", str(csv_path)]
+    if uid is None:
+        return command
+    drop = "import os, sys; os.setgroups([]); os.setgid(int(sys.argv[1])); os.setuid(int(sys.argv[1])); " \
+           "os.execv(sys.argv[2], sys.argv[2:])"
+    return [sys.executable, "-s", "-B", "-c", drop, str(uid), *command]
+
+
+def output_dir(root: Path, uid: int | None) -> Path:
+    """A directory for ncu's output that only its user (and root) can enter."""
+    out = root / "ncu-out"
+    out.mkdir(mode=0o700)
+    if uid is not None:
+        os.chown(out, uid, uid)
+    return out
+
+
+def read_output(path: Path, uid: int | None, limit: int = MAX_OUTPUT_BYTES) -> str:
+    """ncu's CSV, read only if it is a regular file (no link followed) owned by `uid` (this process's own when
+    None), at most `limit` bytes; "" otherwise."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return ""
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != (os.geteuid() if uid is None else uid):
+            return ""
+        return os.read(fd, limit).decode("utf-8", "replace")
+    finally:
+        os.close(fd)
 
 
 def _number(text: str) -> float | None:

@@ -52,6 +52,26 @@ def test_the_tool_is_found_only_where_it_runs(tmp_path, monkeypatch):
     assert argv[:3] == [str(fake), "--profile-from-start", "off"] and "--clock-control" in argv
     assert argv[argv.index("--clock-control") + 1] == "none"     # the harness never changes the GPU's clocks
     assert argv[argv.index("--metrics") + 1].split(",") == list(ncu.METRICS)
+    # where the child drops to nobody, ncu runs as nobody too: it shares the child's HOME and TMPDIR
+    dropped = ncu.argv(str(fake), tmp_path / "x.csv", uid=65534)
+    assert dropped[dropped.index("-c") + 2:] == ["65534", *argv]
+
+
+def test_ncu_output_is_read_only_as_a_regular_file_of_its_user(tmp_path):
+    import os
+
+    out = ncu.output_dir(tmp_path, None)
+    assert (out.stat().st_mode & 0o777) == 0o700
+    (out / "ncu.csv").write_text(RAW)
+    assert ncu.read_output(out / "ncu.csv", None) == RAW
+    assert ncu.read_output(out / "ncu.csv", None, limit=10) == RAW[:10]
+    secret = tmp_path / "secret"
+    secret.write_text("root's own file")
+    (out / "link.csv").symlink_to(secret)                      # a link the candidate left: not followed
+    assert ncu.read_output(out / "link.csv", None) == ""
+    assert ncu.read_output(out / "ncu.csv", os.geteuid() + 1) == ""   # a file of another user: not read
+    (out / "dir.csv").mkdir()
+    assert ncu.read_output(out / "dir.csv", None) == "" and ncu.read_output(out / "missing.csv", None) == ""
 
 
 def _evaluation_after_a_passing_benchmark(tmp_path):
@@ -74,7 +94,7 @@ def test_the_evaluation_profiles_the_largest_shape_under_ncu_and_keeps_the_count
     def fake_run_child(cfg, *, wrap, scratch, **kwargs):
         calls.append((cfg, wrap, scratch))
         log = Path(wrap[wrap.index("--log-file") + 1])
-        assert log.parent == tmp_path and not log.is_relative_to(scratch)   # the child cannot write it
+        assert log.parent == tmp_path / "ncu-out" and not log.is_relative_to(scratch)   # ncu's own directory
         log.write_text(RAW)
         return ChildRun(messages=[{"type": "done"}], returncode=0, wall_s=3.0)
 
@@ -115,6 +135,7 @@ def test_the_cli_summary_prints_the_counters_line(tmp_path, monkeypatch):
     def fake_run_child(cfg, *, wrap, **kwargs):
         Path(wrap[wrap.index("--log-file") + 1]).write_text(RAW)
         return ChildRun(returncode=0)
+
 
     monkeypatch.setattr(evaluate, "run_child", fake_run_child)
     ev.counters()
