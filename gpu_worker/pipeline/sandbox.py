@@ -247,8 +247,9 @@ def run_child(cfg: dict, *, secret: str, timeout_s: float, scratch: Path, device
     with a `gate`, once the gate is set too; the time a loaded child waits at the closed gate does not
     count against `timeout_s` (up to `max_gate_wait_s` of it does not). Setting `cancel` kills the
     child's group and returns the run marked `cancelled`. `wrap` goes before the child's command, inside
-    the namespaces and as the worker's user (a profiler that launches it: pipeline/ncu.py); the child
-    drops to `nobody` itself, as always."""
+    the namespaces, and starts as the worker's user: a wrapper that shares the child's dirs drops to the
+    child's user first (the profiler of pipeline/ncu.py); the child drops to `nobody` itself where it
+    still runs as root."""
     prot = host_protections()
     if not prot["uid_drop"] and not prot["unsafe_no_uid_drop"]:
         raise SandboxRefused(f"this worker cannot run candidate children as uid {NOBODY} (it needs root and a "
