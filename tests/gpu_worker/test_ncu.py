@@ -2,6 +2,10 @@
 and the evaluation's step that runs the sandboxed child under ncu and puts the counters in one shape's profile."""
 
 import importlib
+import os
+import shutil
+import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -58,8 +62,6 @@ def test_the_tool_is_found_only_where_it_runs(tmp_path, monkeypatch):
 
 
 def test_ncu_output_is_read_only_as_a_regular_file_of_its_user(tmp_path):
-    import os
-
     out = ncu.output_dir(tmp_path, None)
     assert (out.stat().st_mode & 0o777) == 0o700
     (out / "ncu.csv").write_text(RAW)
@@ -141,3 +143,23 @@ def test_the_cli_summary_prints_the_counters_line(tmp_path, monkeypatch):
     ev.counters()
     (line,) = [x for x in cli._summary_lines(ev.report) if "ncu at" in x]
     assert line.startswith('    ncu at {"rows": 64, "n_ctx": 131072}: _r_hist x4 13.0 us, DRAM 0%, SM 1%')
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="dropping to nobody needs root")
+def test_the_wrapper_runs_ncu_as_the_childs_user_not_root():
+    """The wrapper's own drop, run for real: a stand-in for ncu writes the uid, gid and groups it runs with to
+    its --log-file, as ncu would write its CSV there."""
+    base = Path(tempfile.mkdtemp(prefix="ark-ncu-test-"))
+    try:
+        base.chmod(0o755)
+        fake = base / "ncu"
+        fake.write_text("#!/bin/sh\nwhile [ \"$1\" != --log-file ]; do shift; done\n"
+                        "echo \"$(id -u) $(id -g) $(id -G)\" > \"$2\"\n")
+        fake.chmod(0o755)
+        out = ncu.output_dir(base, 65534)
+        csv_path = out / "ncu.csv"
+        subprocess.run(ncu.argv(str(fake), csv_path, uid=65534), check=True, timeout=60)
+        assert ncu.read_output(csv_path, 65534).split() == ["65534", "65534", "65534"]
+        assert ncu.read_output(csv_path, None) == ""      # not root's file: the parent's own read refuses it
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
