@@ -10,7 +10,7 @@ import uuid
 from pathlib import Path
 
 from .candidate_params import set_params
-from .contract import Report, from_json
+from .contract import Report, from_json, ncu_kernel_text
 from .hardware import fingerprint
 from .queues import gpu_queue
 from .target_catalog import CATALOG
@@ -36,6 +36,10 @@ def _us(value) -> str:
     return f"{value:.1f}" if value is not None else "not measured"
 
 
+def _fraction(value) -> str:
+    return f"{value:.2f}" if value is not None else "not measured"
+
+
 def _summary_lines(report: Report) -> list[str]:
     v = report.verdict
     lines = [f"{report.target} [{report.mode}, {report.profile_effective or report.profile}]: {v.status}"
@@ -56,15 +60,13 @@ def _summary_lines(report: Report) -> list[str]:
         timing = (f" cand {s.ratio_of} {_us(getattr(c, s.ratio_of + '_us'))} p99 {_us(c.p99_us)},"
                   f" inc {s.ratio_of} {_us(getattr(i, s.ratio_of + '_us'))} p99 {_us(i.p99_us)},")
         lines.append(f"    {shape}{' held out' if s.held_out else ''}{timing} ratio of {s.ratio_of}s {s.ratio:.3f}"
-                     f" {_interval(s.ratio_ci95)}, A/A {_interval(s.aa_ci95)}, floor {(s.floor_fraction or 0):.2f}")
+                     f" {_interval(s.ratio_ci95)}, A/A {_interval(s.aa_ci95)}, floor {_fraction(s.floor_fraction)}")
     for s in bench.shapes if bench else []:
         found = (s.profile or {}).get("ncu")
         if found:   # Nsight Compute's counters at one shape (pipeline/ncu.py): context, never scored
             shape = json.dumps({k: v for k, v in s.shape.items() if type(v) is int and k != "k"})
             lines.append(f"    ncu at {shape}: " + ("; ".join(
-                f"{k['name'][:40]} x{k['launches']} {k['us']:.1f} us, DRAM {k['dram_pct'] or 0:.0f}%, "
-                f"SM {k['sm_pct'] or 0:.0f}%, occupancy {k['occupancy_pct'] or 0:.0f}%"
-                for k in found.get("kernels") or []) or found.get("error") or "nothing profiled"))
+                ncu_kernel_text(k, 40) for k in found.get("kernels") or []) or found.get("error") or "nothing profiled"))
     if report.summary.geomean_speedup:
         lines.append(f"  geomean speedup {report.summary.geomean_speedup:.3f} {_interval(report.summary.geomean_ci95)}")
     # The e2e stage's status says only that the gate ran: its points are measurements, judged by the keep rule

@@ -221,6 +221,18 @@ class BenchShape(Record):
     profile: dict | None = None          # where the candidate's time goes, per GPU kernel (pipeline/profile.py)
 
 
+def ncu_kernel_text(k: dict, name_chars: int = 60) -> str:
+    """One kernel of Nsight Compute's counters (a `profile.ncu.kernels` entry, pipeline/ncu.py) in one line, as
+    the CLI, the candidate page's prompt section and the LLM proposer read it. A counter ncu did not give reads
+    "?", never 0%."""
+    def pct(x):
+        return f"{x:.0f}%" if x is not None else "?"
+    registers = f"{k['registers']:.0f}" if k.get("registers") is not None else "?"
+    return (f"{k['name'][:name_chars]} x{k['launches']} {k['us']:.1f} us, DRAM {pct(k.get('dram_pct'))} of peak, "
+            f"SM {pct(k.get('sm_pct'))}, occupancy {pct(k.get('occupancy_pct'))}, "
+            f"L2 hits {pct(k.get('l2_hit_pct'))}, {registers} registers")
+
+
 @dataclass
 class E2EPoint(Record):
     """One (batch, context) point of the decode e2e: measured tokens/s and ratios, no verdict."""

@@ -10,6 +10,7 @@ import json
 
 import plotly.graph_objects as go
 
+from gpu_worker.contract import ncu_kernel_text
 from loop.selectors import read_report
 
 PROMPT_SHAPES = 4
@@ -108,18 +109,6 @@ def _pct(x) -> str:
     return f"{x:.0%}" if x is not None else "not measured"
 
 
-def _pct_of(x) -> str:
-    """A percentage ncu gave as 0-100."""
-    return f"{x:.0f}%" if x is not None else "?"
-
-
-def _counters_text(k: dict) -> str:
-    registers = f"{k['registers']:.0f}" if k.get("registers") is not None else "?"
-    return (f"{k['name'][:60]} x{k['launches']} {k['us']:.1f} us, DRAM {_pct_of(k['dram_pct'])} of peak, "
-            f"SM {_pct_of(k['sm_pct'])}, occupancy {_pct_of(k['occupancy_pct'])}, L2 hits {_pct_of(k['l2_hit_pct'])}, "
-            f"{registers} registers")
-
-
 def _kernels_text(kernels: list[dict]) -> str:
     return ", ".join(f"{k['name'][:60]} {k['us']:.1f} us x{k['launches']:g}" for k in kernels[:PROMPT_KERNELS])
 
@@ -141,7 +130,7 @@ def prompt_section(report) -> str | None:
     found = counters(report)
     if found and found["kernels"]:
         lines.append(f"- Nsight Compute at {found['label']}: "
-                     + "; ".join(_counters_text(k) for k in found["kernels"][:PROMPT_KERNELS]))
+                     + "; ".join(ncu_kernel_text(k) for k in found["kernels"][:PROMPT_KERNELS]))
     for p in ceiling_points(report):
         lines.append(f"- e2e batch {p['batch']}, context {p['context']}: {p['text']}")
     return "\n".join(lines) if lines else None

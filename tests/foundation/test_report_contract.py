@@ -106,3 +106,12 @@ def test_a_report_built_by_the_pipeline_on_cpu_round_trips(source, stage, monkey
     report = from_json(json.dumps(written))
     assert to_json(report) == written
     assert report.stage(stage).findings and report.verdict.reasons == [f.code for f in report.stage(stage).findings]
+
+
+def test_a_counter_ncu_did_not_give_reads_unknown_never_zero():
+    from gpu_worker.contract import ncu_kernel_text
+    k = {"name": "_kb_filter", "launches": 1, "us": 73.04, "dram_pct": 58.2, "sm_pct": None, "occupancy_pct": 46.0,
+         "l2_hit_pct": None, "registers": None}
+    assert ncu_kernel_text(k) == ("_kb_filter x1 73.0 us, DRAM 58% of peak, SM ?, occupancy 46%, L2 hits ?, "
+                                  "? registers")
+    assert ncu_kernel_text(dict(k, sm_pct=0.0, registers=64)).endswith("SM 0%, occupancy 46%, L2 hits ?, 64 registers")

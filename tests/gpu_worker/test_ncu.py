@@ -142,7 +142,7 @@ def test_the_cli_summary_prints_the_counters_line(tmp_path, monkeypatch):
     monkeypatch.setattr(evaluate, "run_child", fake_run_child)
     ev.counters()
     (line,) = [x for x in cli._summary_lines(ev.report) if "ncu at" in x]
-    assert line.startswith('    ncu at {"rows": 64, "n_ctx": 131072}: _r_hist x4 13.0 us, DRAM 0%, SM 1%')
+    assert line.startswith('    ncu at {"rows": 64, "n_ctx": 131072}: _r_hist x4 13.0 us, DRAM 0% of peak, SM 1%')
 
 
 @pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="dropping to nobody needs root")
