@@ -19,7 +19,8 @@ PATHS = [(KEY, dict(V8, VLIN=0), "key"), (KEY, dict(V8, ATOMIC=0, SPAN_BITS=8, K
          (KEY, dict(V8, ALPHA_X2=0, BETA=1, SCAN_MAX_ROWS=0, PF=1, RLIST=0), "key-fallback-low-pf1-grid"),
          (KEY, dict(V8, SMALLR=4, SMALLTA=8, SPAN_BITS=8), "key-small-tiles-span8"),
          (KEY, dict(V8, BLOCK=1024, HREG=1, VLIN=0, TIE2=0), "key-one-block-hreg"),
-         (KEY, dict(V8, KDIG=80, KC_MID=128, RROW=16384, TIE2=1, TIE2_MAX_N=0, TIE2_ROWS=0), "key-options-on")]
+         (KEY, dict(V8, KDIG=80, KC_MID=128, RROW=16384, TIE2=1, TIE2_MAX_N=0, TIE2_ROWS=0), "key-options-on"),
+         (KEY, dict(V8, SHORT=4096), "key-short-rows")]
 
 
 def _relu_cases():
@@ -62,6 +63,8 @@ def test_topk_paths_exact(rel, params, name):
         if i == 0 and "fallback" in name:  # the forced fallbacks do take the refine (KD's mode 0) on these rows
             info = [t for t in spy.made if t.dim() == 2 and t.shape == (x.shape[0], 4)][-1]
             assert info[:2, 0].tolist() == [0, 0], info.tolist()
+        if "short" in name and x.shape[1] <= params["SHORT"]:  # one launch: no scratch, only forward's output
+            assert [tuple(t.shape) for t in spy.made] == [tuple(out.shape)], [t.shape for t in spy.made]
         if i < len(ties):  # run twice where ties at the k-th value make a racy tie-break visible
             assert torch.equal(out.sort(1).values, m.forward(x, lengths, k).sort(1).values)
 
