@@ -67,7 +67,7 @@ def _logits_kernel(q_ptr, k_ptr, w_ptr, len_ptr, out_ptr, stride_om, M, s0, cw,
         tl.store(optr, lg, mask=mm[:, None] & nm[None, :])
 
 
-# FOLD BEGIN: written by gpu_worker/candidates/fold_topk.py from dsa_topk/best.py, digest 0f41d576035a3331
+# FOLD BEGIN: written by gpu_worker/candidates/fold_topk.py from dsa_topk/best.py, digest 27da6a72608980be
 
 
 @triton.jit
@@ -985,8 +985,9 @@ def _topk(logits, lengths, k, out, BLOCK, TARGET_CTAS, MAX_C, num_warps, SMALL, 
     M, N = logits.shape
     dev = logits.device
     if N <= SHORT:      # every row fits one program's registers: one launch (docs/kernels.md, "Short calls")
-        _short_rows[(M,)](logits, logits.stride(0), lengths, out, out.stride(0), N, k,
-                          NP=triton.next_power_of_2(max(N, 16)), KP=triton.next_power_of_2(k), num_warps=8)
+        NP = triton.next_power_of_2(max(N, 16))
+        _short_rows[(M,)](logits, logits.stride(0), lengths, out, out.stride(0), N, k, NP=NP,
+                          KP=triton.next_power_of_2(k), num_warps=max(8, min(NP // 512, 16)))   # <= 16 keys a thread
         return out
     # KDIG costs KA 1-3% of a call at 1-4 rows, where a call's one row rarely misses; it pays at many rows, where
     # any row's miss sends the call to the refine (docs/kernels.md, "KDIG by rows")

@@ -82,7 +82,7 @@ SPACE = {"BLOCK": [512, 1024, 2048, 4096, 8192], "TARGET_CTAS": [264, 512, 1024,
          "WARP": [0, 1], "KD_EARLY": [0, 1], "RBLOCK": [1024, 2048, 4096], "TIE": [0, 256, 512, 2048],
          "KTH": [0, 2, 3], "RLIST": [0, 1], "RGRID": [128, 256, 512],
          "VLIN": [0, 1, 2], "TIE_WHOLE": [0, 64, 128, 256, 512], "KDIG": [0, 64, 80, 96], "KDIG_ROWS": [0, 32, 64], "KC_MID": [0, 128, 256], "TIE2": [0, 1], "TIE2_MAX_N": [0, 32768, 65536],
-         "TIE2_ROWS": [0, 4, 8], "SHORT": [0, 4096]}
+         "TIE2_ROWS": [0, 4, 8], "SHORT": [0, 4096, 8192]}
 
 
 @triton.jit
@@ -1000,8 +1000,9 @@ def _topk(logits, lengths, k, out, BLOCK, TARGET_CTAS, MAX_C, num_warps, SMALL, 
     M, N = logits.shape
     dev = logits.device
     if N <= SHORT:      # every row fits one program's registers: one launch (docs/kernels.md, "Short calls")
-        _short_rows[(M,)](logits, logits.stride(0), lengths, out, out.stride(0), N, k,
-                          NP=triton.next_power_of_2(max(N, 16)), KP=triton.next_power_of_2(k), num_warps=8)
+        NP = triton.next_power_of_2(max(N, 16))
+        _short_rows[(M,)](logits, logits.stride(0), lengths, out, out.stride(0), N, k, NP=NP,
+                          KP=triton.next_power_of_2(k), num_warps=max(8, min(NP // 512, 16)))   # <= 16 keys a thread
         return out
     # KDIG costs KA 1-3% of a call at 1-4 rows, where a call's one row rarely misses; it pays at many rows, where
     # any row's miss sends the call to the refine (docs/kernels.md, "KDIG by rows")
