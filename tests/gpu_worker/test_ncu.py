@@ -138,7 +138,6 @@ def test_the_cli_summary_prints_the_counters_line(tmp_path, monkeypatch):
         Path(wrap[wrap.index("--log-file") + 1]).write_text(RAW)
         return ChildRun(returncode=0)
 
-
     monkeypatch.setattr(evaluate, "run_child", fake_run_child)
     ev.counters()
     (line,) = [x for x in cli._summary_lines(ev.report) if "ncu at" in x]
