@@ -109,17 +109,19 @@ def test_an_evaluation_compiles_each_kernel_once_per_stride_class_and_tile():
     # KA: NS 64 or 128, x 2 strides, x KDIG on (32 rows or more) or off, x TIE2 on (4+ rows of at most 32768)
     # or off, as the shapes reach them: 9 in verify; KB and KD also take TIE2 as a constexpr; KC no longer reads
     # the logits (one compile); the refine's histogram pass compiles once per digit level (LEVEL is a constexpr)
-    # and stride class; KD once per early-load width RT
-    assert got["dsa_topk/best.py"]["verify"] == {"_ka_sample": 9, "_kb_filter": 4, "_kc_select": 1, "_kd_place": 4,
-                                                 "_r_hist": 8, "_r_place": 2, "total": 28}
+    # and stride class; KD once per early-load width RT. Calls of rows at most SHORT (4096) wide take
+    # _short_rows alone, one compile per padded width NP and stride class (and none of the chain's)
+    assert got["dsa_topk/best.py"]["verify"] == {"_ka_sample": 7, "_kb_filter": 3, "_kc_select": 1, "_kd_place": 3,
+                                                 "_r_hist": 8, "_r_place": 2, "_short_rows": 2, "total": 26}
     assert got["dsa_topk/best.py"]["benchmark"] == {"_ka_sample": 6, "_kb_filter": 2, "_kc_select": 1,
-                                                    "_kd_place": 3, "_r_hist": 4, "_r_place": 1, "total": 17}
+                                                    "_kd_place": 2, "_r_hist": 4, "_r_place": 1, "_short_rows": 1,
+                                                    "total": 17}
     # The indexer's verify shapes (gpu_worker/targets/dsa_indexer_topk.py) reach seven of those KA variants, and
     # its logits kernel one per (ROWS, N_PER_PROG) pair and stride class that they reach (few rows: ROWS 1, 2
     # or 4 and 1024 keys a program); a count that follows its shapes, not N or C.
-    assert got["dsa_indexer_topk/best.py"]["verify"] == {"_ka_sample": 7, "_kb_filter": 3, "_kc_select": 1,
+    assert got["dsa_indexer_topk/best.py"]["verify"] == {"_ka_sample": 6, "_kb_filter": 3, "_kc_select": 1,
                                                          "_kd_place": 3, "_logits_kernel": 6, "_r_hist": 8,
-                                                         "_r_place": 2, "total": 30}
+                                                         "_r_place": 2, "_short_rows": 3, "total": 32}
 
 
 def test_every_kernel_variant_the_top_k_bests_launch_compiles_for_sm90():

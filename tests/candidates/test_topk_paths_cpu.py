@@ -9,8 +9,10 @@ import pytest
 import torch
 from test_candidates_cpu import _contract, _load, _topk_cases, check_topk
 
-# RMIN and RROW 0: regions of 2 SMALL / C slots (64 here), so that the forced-fallback configs overflow them
-V8 = {"BLOCK": 256, "TARGET_CTAS": 8, "SMALL": 512, "NS": 32, "G": 8, "RBLOCK": 256, "RMIN": 0, "RROW": 0}
+# RMIN and RROW 0: regions of 2 SMALL / C slots (64 here), so that the forced-fallback configs overflow them;
+# SHORT 0: these rows are at most 5000 wide, and SHORT would take every call of 4096 or fewer in one launch
+V8 = {"BLOCK": 256, "TARGET_CTAS": 8, "SMALL": 512, "NS": 32, "G": 8, "RBLOCK": 256, "RMIN": 0, "RROW": 0,
+      "SHORT": 0}
 KEY = "dsa_topk/best.py"
 PATHS = [(KEY, dict(V8, VLIN=0), "key"), (KEY, dict(V8, ATOMIC=0, SPAN_BITS=8, KTH=0), "key-scan-span8-max"),
          (KEY, dict(V8, ALPHA_X2=0, BETA=1, RLIST=1, RGRID=16), "key-fallback-low-rlist"),

@@ -37,7 +37,7 @@ from cutlass.cute.nvgpu import OperandMajorMode, cpasync, warpgroup
 from cutlass.cute.runtime import from_dlpack, make_fake_compact_tensor, make_fake_stream, make_fake_tensor
 
 PARAMS = {"PAGES": 8, "STAGES": 4, "MAP_BLOCK": 1024,
-          "TK_BLOCK": 1024, "TK_TARGET_CTAS": 1024, "TK_MAX_C": 64, "TK_num_warps": 4, "TK_SMALL": 4096, "TK_SEL_WARPS": 16, "TK_NS": 64, "TK_G": 16, "TK_ALPHA_X2": 3, "TK_BETA": 12, "TK_ATOMIC": 1, "TK_MIN_C": 16, "TK_SMALLR": 512, "TK_SPAN_BITS": 9, "TK_SMALLTA": 1024, "TK_HREG": 0, "TK_KD_WARPS": 4, "TK_PF": 2, "TK_SCAN_MAX_ROWS": 8, "TK_KA_WARPS": 8, "TK_PDL": 1, "TK_WARP": 1, "TK_KD_EARLY": 1, "TK_RBLOCK": 2048, "TK_TIE": 512, "TK_KTH": 2, "TK_RLIST": 1, "TK_RMIN": 512, "TK_RROW": 16384, "TK_RGRID": 256, "TK_VLIN": 1, "TK_TIE_WHOLE": 128, "TK_KDIG": 80, "TK_KDIG_ROWS": 32, "TK_KC_MID": 128, "TK_TIE2": 1, "TK_TIE2_MAX_N": 32768, "TK_TIE2_ROWS": 4, "TK_SHORT": 0}
+          "TK_BLOCK": 1024, "TK_TARGET_CTAS": 1024, "TK_MAX_C": 64, "TK_num_warps": 4, "TK_SMALL": 4096, "TK_SEL_WARPS": 16, "TK_NS": 64, "TK_G": 16, "TK_ALPHA_X2": 3, "TK_BETA": 12, "TK_ATOMIC": 1, "TK_MIN_C": 16, "TK_SMALLR": 512, "TK_SPAN_BITS": 9, "TK_SMALLTA": 1024, "TK_HREG": 0, "TK_KD_WARPS": 4, "TK_PF": 2, "TK_SCAN_MAX_ROWS": 8, "TK_KA_WARPS": 8, "TK_PDL": 1, "TK_WARP": 1, "TK_KD_EARLY": 1, "TK_RBLOCK": 2048, "TK_TIE": 512, "TK_KTH": 2, "TK_RLIST": 1, "TK_RMIN": 512, "TK_RROW": 16384, "TK_RGRID": 256, "TK_VLIN": 1, "TK_TIE_WHOLE": 128, "TK_KDIG": 80, "TK_KDIG_ROWS": 32, "TK_KC_MID": 128, "TK_TIE2": 1, "TK_TIE2_MAX_N": 32768, "TK_TIE2_ROWS": 4, "TK_SHORT": 4096}
 SPACE = {"PAGES": [4, 8, 16, 32], "STAGES": [2, 3, 4, 6, 8]}
 
 H_IDX = 64

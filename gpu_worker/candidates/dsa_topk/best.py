@@ -72,7 +72,7 @@ PARAMS = {"BLOCK": 1024, "TARGET_CTAS": 1024, "MAX_C": 64, "num_warps": 4, "SMAL
           "SMALLR": 512, "SPAN_BITS": 9, "SMALLTA": 1024, "HREG": 0, "KD_WARPS": 4, "PF": 2, "SCAN_MAX_ROWS": 8, "KA_WARPS": 8, "PDL": 1,
           "WARP": 1, "KD_EARLY": 1, "RBLOCK": 2048, "TIE": 512, "KTH": 2, "RLIST": 1, "RMIN": 512, "RROW": 16384,
           "RGRID": 256, "VLIN": 1, "TIE_WHOLE": 128, "KDIG": 80, "KDIG_ROWS": 32, "KC_MID": 128, "TIE2": 1, "TIE2_MAX_N": 32768,
-          "TIE2_ROWS": 4, "SHORT": 0}
+          "TIE2_ROWS": 4, "SHORT": 4096}
 SPACE = {"BLOCK": [512, 1024, 2048, 4096, 8192], "TARGET_CTAS": [264, 512, 1024, 2048], "MAX_C": [16, 32, 64],
          "num_warps": [2, 4, 8], "SMALL": [4096, 8192], "SEL_WARPS": [4, 8, 16], "NS": [64, 128, 256],
          "G": [8, 16, 32], "ALPHA_X2": [2, 3, 4], "BETA": [4, 12, 24], "ATOMIC": [0, 1],
