@@ -289,7 +289,7 @@ def run_child(cfg: dict, *, secret: str, timeout_s: float, scratch: Path, device
                                 close_fds=True, pass_fds=(write_fd,), start_new_session=True,
                                 preexec_fn=_die_with_worker)
     os.close(write_fd)
-    buf = b""
+    buf = bytearray()  # what came after the last newline; searched only where it is new (a flood is linear)
     total = 0
     deadline = t0 + timeout_s
     hard_deadline = deadline + max_gate_wait_s
@@ -335,9 +335,12 @@ def run_child(cfg: dict, *, secret: str, timeout_s: float, scratch: Path, device
                 run.messages.append({"type": "fatal", "code": "harness:flood", "message": "result pipe flooded"})
                 stop_now = True
                 break
+            scan = len(buf)
             buf += chunk
-            while b"\n" in buf:
-                line, buf = buf.split(b"\n", 1)
+            while (newline := buf.find(b"\n", scan)) >= 0:
+                line = bytes(buf[:newline])
+                del buf[:newline + 1]
+                scan = 0
                 try:
                     msg = json.loads(line)
                 except ValueError:

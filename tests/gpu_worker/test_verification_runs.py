@@ -4,6 +4,8 @@ The child's verify loop runs here in-process on the CPU (Triton's interpreter), 
 test shows one run catching the behaviour it is there for; the sandboxed end-to-end path is covered
 by tests/redteam (verify_* candidates)."""
 
+import contextlib
+import shutil
 import threading
 import time
 from pathlib import Path
@@ -23,16 +25,24 @@ SHAPES = [{"rows": 2, "n_ctx": 6000, "k": 2048, "values": "normal", "lengths": "
           {"rows": 3, "n_ctx": 5000, "k": 2048, "values": "near_bf16", "lengths": "full"}]
 
 
-@pytest.fixture
-def launch_log():
+@contextlib.contextmanager
+def _launch_log_installed():
     """LaunchLog patches the run method of Triton's function classes: put them back afterwards."""
     from triton.runtime import interpreter, jit
     saved = [(cls, cls.run) for cls in (jit.JITFunction, interpreter.InterpretedFunction)]
     log = child_run.LaunchLog()
     log.install(cute=False)
-    yield log
-    for cls, run in saved:
-        cls.run = run
+    try:
+        yield log
+    finally:
+        for cls, run in saved:
+            cls.run = run
+
+
+@pytest.fixture
+def launch_log():
+    with _launch_log_installed() as log:
+        yield log
 
 
 def _verify(tmp_path, launch_log, source: str, shapes=SHAPES, seed=SEED, guarded=True):
@@ -58,6 +68,22 @@ def _verify(tmp_path, launch_log, source: str, shapes=SHAPES, seed=SEED, guarded
             verdicts.append((m, v, codes))
         else:
             verdicts.append((m, None, codes))
+    return verdicts
+
+
+@pytest.fixture(scope="module")
+def _honest_second_shape(tmp_path_factory):
+    """The honest candidate verified once on SHAPES[1:], for the tests that then change its saved outputs."""
+    base = tmp_path_factory.mktemp("honest")
+    with _launch_log_installed() as log:
+        return base, _verify(base, log, HONEST, shapes=SHAPES[1:])
+
+
+@pytest.fixture
+def honest_outputs(_honest_second_shape, tmp_path):
+    """That verification's verdicts, its outputs copied to this test's tmp_path/outputs to change at will."""
+    base, verdicts = _honest_second_shape
+    shutil.copytree(base / "outputs", tmp_path / "outputs")
     return verdicts
 
 
@@ -108,8 +134,8 @@ def test_every_call_is_held_to_the_evidence_not_only_the_first(tmp_path, launch_
     assert "verify:torch_fallback" in verdicts[0][2]
 
 
-def test_the_referee_judges_the_plan_not_the_files_the_child_lists(tmp_path, launch_log):
-    verdicts = _verify(tmp_path, launch_log, HONEST, shapes=SHAPES[1:])
+def test_the_referee_judges_the_plan_not_the_files_the_child_lists(tmp_path, honest_outputs):
+    verdicts = honest_outputs
     outdir = tmp_path / "outputs"
     good = referee.judge(TOPK, SHAPES[1], 0, SEED, outdir, ["verify_0_first.pt"], "cpu")
     assert good["pass"]  # the plan's files are there: the child's short list does not matter
@@ -118,8 +144,8 @@ def test_the_referee_judges_the_plan_not_the_files_the_child_lists(tmp_path, lau
     assert not v["pass"] and v["findings"][0]["code"] == "verify:missing_output"
 
 
-def test_a_wrong_refresh_output_gets_the_stale_finding(tmp_path, launch_log):
-    verdicts = _verify(tmp_path, launch_log, HONEST, shapes=SHAPES[1:])
+def test_a_wrong_refresh_output_gets_the_stale_finding(tmp_path, honest_outputs):
+    verdicts = honest_outputs
     outdir = tmp_path / "outputs"
     first = torch.load(outdir / referee.file_name(0, "first"), weights_only=True)
     torch.save(first, outdir / referee.file_name(0, "refresh"))  # the first answer again: stale
@@ -132,10 +158,10 @@ def test_the_burst_length_comes_from_the_secret():
     assert lengths == set(range(4, 17))
 
 
-def test_a_wrong_answer_that_is_not_stale_is_plain_wrong(tmp_path, launch_log):
+def test_a_wrong_answer_that_is_not_stale_is_plain_wrong(tmp_path, honest_outputs):
     """Right on the first call's values and wrong on other values is a value-dependent bug, not a
     stale result: the run's own code is kept for answers that repeat an earlier one."""
-    verdicts = _verify(tmp_path, launch_log, HONEST, shapes=SHAPES[1:])
+    verdicts = honest_outputs
     outdir = tmp_path / "outputs"
     path = outdir / referee.file_name(0, "refresh")
     out = torch.load(path, weights_only=True)
