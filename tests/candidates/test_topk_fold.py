@@ -107,7 +107,7 @@ def test_an_evaluation_compiles_each_kernel_once_per_stride_class_and_tile():
     assert r.returncode == 0, r.stderr[-3000:]
     got = {f"{target}/best.py": counts for target, counts in json.loads(r.stdout).items()}
     # KA: NS 64 or 128, x 2 strides, x KDIG on (32 rows or more) or off, x TIE2 on (4+ rows of at most 32768)
-    # or off, as the shapes reach them: 9 in verify; KB and KD also take TIE2 as a constexpr; KC no longer reads
+    # or off, as the shapes reach them: 7 in verify; KB and KD also take TIE2 as a constexpr; KC no longer reads
     # the logits (one compile); the refine's histogram pass compiles once per digit level (LEVEL is a constexpr)
     # and stride class; KD once per early-load width RT. Calls of rows at most SHORT (4096) wide take
     # _short_rows alone, one compile per padded width NP and stride class (and none of the chain's)
@@ -116,7 +116,7 @@ def test_an_evaluation_compiles_each_kernel_once_per_stride_class_and_tile():
     assert got["dsa_topk/best.py"]["benchmark"] == {"_ka_sample": 6, "_kb_filter": 2, "_kc_select": 1,
                                                     "_kd_place": 2, "_r_hist": 4, "_r_place": 1, "_short_rows": 1,
                                                     "total": 17}
-    # The indexer's verify shapes (gpu_worker/targets/dsa_indexer_topk.py) reach seven of those KA variants, and
+    # The indexer's verify shapes (gpu_worker/targets/dsa_indexer_topk.py) reach six of those KA variants, and
     # its logits kernel one per (ROWS, N_PER_PROG) pair and stride class that they reach (few rows: ROWS 1, 2
     # or 4 and 1024 keys a program); a count that follows its shapes, not N or C.
     assert got["dsa_indexer_topk/best.py"]["verify"] == {"_ka_sample": 6, "_kb_filter": 3, "_kc_select": 1,
