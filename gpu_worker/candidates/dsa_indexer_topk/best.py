@@ -10,7 +10,7 @@ import triton.language as tl
 
 PARAMS = {"ROWS": 4, "BLOCK_N": 64, "N_PER_PROG": 4096, "TRANS": 1, "num_warps": 8, "num_stages": 3,
           "MIN_PROGS": 264, "MIN_NPP": 1024, "FULL_GRID_WARPS": 4,
-          "TK_BLOCK": 1024, "TK_TARGET_CTAS": 1024, "TK_MAX_C": 64, "TK_num_warps": 4, "TK_SMALL": 4096, "TK_SEL_WARPS": 16, "TK_NS": 64, "TK_G": 16, "TK_ALPHA_X2": 3, "TK_BETA": 12, "TK_ATOMIC": 1, "TK_MIN_C": 16, "TK_SMALLR": 512, "TK_SPAN_BITS": 9, "TK_SMALLTA": 1024, "TK_HREG": 0, "TK_KD_WARPS": 4, "TK_PF": 2, "TK_SCAN_MAX_ROWS": 8, "TK_KA_WARPS": 8, "TK_PDL": 1, "TK_WARP": 1, "TK_KD_EARLY": 1, "TK_RBLOCK": 2048, "TK_TIE": 512, "TK_KTH": 2, "TK_RLIST": 1, "TK_RMIN": 512, "TK_RROW": 16384, "TK_RGRID": 256, "TK_VLIN": 1, "TK_TIE_WHOLE": 128, "TK_KDIG": 80, "TK_KDIG_ROWS": 32, "TK_KC_MID": 128, "TK_TIE2": 1, "TK_TIE2_MAX_N": 32768, "TK_TIE2_ROWS": 4, "TK_SHORT": 4096}
+          "TK_BLOCK": 1024, "TK_TARGET_CTAS": 1024, "TK_MAX_C": 64, "TK_num_warps": 4, "TK_SMALL": 4096, "TK_SEL_WARPS": 16, "TK_NS": 64, "TK_G": 16, "TK_ALPHA_X2": 3, "TK_BETA": 12, "TK_ATOMIC": 1, "TK_MIN_C": 16, "TK_SMALLR": 512, "TK_SPAN_BITS": 9, "TK_SMALLTA": 1024, "TK_HREG": 0, "TK_KD_WARPS": 4, "TK_PF": 2, "TK_SCAN_MAX_ROWS": 8, "TK_KA_WARPS": 8, "TK_PDL": 1, "TK_WARP": 1, "TK_KD_EARLY": 1, "TK_RBLOCK": 2048, "TK_TIE": 512, "TK_KTH": 2, "TK_RLIST": 1, "TK_RMIN": 512, "TK_RROW": 16384, "TK_RGRID": 256, "TK_VLIN": 1, "TK_TIE_WHOLE": 128, "TK_KDIG": 80, "TK_KDIG_ROWS": 32, "TK_KC_MID": 128, "TK_TIE2": 1, "TK_TIE2_MAX_N": 32768, "TK_TIE2_ROWS": 4, "TK_SHORT": 4096, "TK_SHORT_EXIT": 0}
 SPACE = {"ROWS": [1, 2, 4], "BLOCK_N": [64, 128, 256], "N_PER_PROG": [1024, 2048, 4096, 8192], "TRANS": [0, 1],
          "num_warps": [4, 8], "num_stages": [2, 3, 4], "FULL_GRID_WARPS": [4, 8], "TK_NS": [128, 256], "TK_SEL_WARPS": [8, 16],
          "TK_SPAN_BITS": [8, 9, 10], "TK_PDL": [0, 1]}
@@ -67,7 +67,7 @@ def _logits_kernel(q_ptr, k_ptr, w_ptr, len_ptr, out_ptr, stride_om, M, s0, cw,
         tl.store(optr, lg, mask=mm[:, None] & nm[None, :])
 
 
-# FOLD BEGIN: written by gpu_worker/candidates/fold_topk.py from dsa_topk/best.py, digest 27da6a72608980be
+# FOLD BEGIN: written by gpu_worker/candidates/fold_topk.py from dsa_topk/best.py, digest f4b6d2f1eaa91ad7
 
 
 @triton.jit
@@ -951,12 +951,16 @@ def _r_place(x_ptr, stride_x, len_ptr, info_ptr, rl_ptr, rr_ptr, hist_ptr, out_p
 
 
 @triton.jit
-def _short_rows(x_ptr, stride_x, len_ptr, out_ptr, stride_o, N, K, NP: tl.constexpr, KP: tl.constexpr):
+def _short_rows(x_ptr, stride_x, len_ptr, out_ptr, stride_o, N, K, NP: tl.constexpr, KP: tl.constexpr,
+                EXIT: tl.constexpr):
     """SHORT: a call whose rows are at most SHORT wide, in one launch of one program per row. The row's keys stay
     in registers: four 8-bit digit levels from the top, each histogrammed over the keys that match the digits
     chosen so far, fix the k-th key T and how many of its copies to take; then the keys above T and the first of
     T's copies in index order go out through one prefix sum, and -1 pads the rest. Its cost is bounded by SHORT,
-    not the row: the chain of nine launches is what a short call paid for (docs/kernels.md, "Short calls")."""
+    not the row: the chain of nine launches is what a short call paid for (docs/kernels.md, "Short calls").
+    EXIT: the levels stop once the chosen digits' bucket holds exactly the keys still to take (all of it is
+    taken, so T need not be fixed): on distinct values that is mostly after two levels, on heavy ties never
+    (docs/kernels.md, "Where the one launch spends its time")."""
     row = tl.program_id(0).to(tl.int64)
     L, k_eff = _row_len(len_ptr, row, N, K)
     offs = tl.arange(0, NP)
@@ -964,11 +968,20 @@ def _short_rows(x_ptr, stride_x, len_ptr, out_ptr, stride_o, N, K, NP: tl.conste
     key = _key(tl.load(x_ptr + row * stride_x + offs, mask=m, other=0.0))
     live = m
     k_rem = k_eff
-    for level in tl.static_range(4):
-        d = ((key >> (24 - 8 * level)) & 255).to(tl.int32)
-        dsel, k_rem = _pick(tl.histogram(d, 256, mask=live), k_rem, 256)
-        live = live & (d == dsel)
-    t = tl.max(tl.where(live, key, 0), 0)
+    if EXIT:
+        n_live = L
+        shift = 24
+        while (shift >= 0) & (n_live > k_rem):   # n_live == k_rem: every key left is taken
+            d = ((key >> shift.to(tl.uint32)) & 255).to(tl.int32)
+            dsel, k_rem, n_live = _pick_n(tl.histogram(d, 256, mask=live), k_rem, 256)
+            live = live & (d == dsel)
+            shift -= 8
+    else:
+        for level in tl.static_range(4):
+            d = ((key >> (24 - 8 * level)) & 255).to(tl.int32)
+            dsel, k_rem = _pick(tl.histogram(d, 256, mask=live), k_rem, 256)
+            live = live & (d == dsel)
+    t = tl.max(tl.where(live, key, 0), 0)      # with EXIT, the largest key left: every key above it is taken
     rank = tl.cumsum(live.to(tl.int32), 0) - 1
     sel = (m & (key > t)) | (live & (rank < k_rem))
     o_row = out_ptr + row * stride_o
@@ -981,13 +994,14 @@ def _topk(logits, lengths, k, out, BLOCK, TARGET_CTAS, MAX_C, num_warps, SMALL, 
               ALPHA_X2, BETA, ATOMIC=0, MIN_C=16, SMALLR=512, SPAN_BITS=9, SMALLTA=1024, HREG=0,
               KD_WARPS=4, PF=1, SCAN_MAX_ROWS=8, KA_WARPS=8, PDL=1, WARP=1, KD_EARLY=1, RBLOCK=1024, TIE=512, KTH=0,
               RLIST=0, RGRID=256, VLIN=0, TIE_WHOLE=512, RMIN=0, RROW=0, KDIG=0, KDIG_ROWS=0, KC_MID=0, TIE2=0, TIE2_MAX_N=0,
-              TIE2_ROWS=0, SHORT=0):
+              TIE2_ROWS=0, SHORT=0, SHORT_EXIT=0):
     M, N = logits.shape
     dev = logits.device
     if N <= SHORT:      # every row fits one program's registers: one launch (docs/kernels.md, "Short calls")
         NP = triton.next_power_of_2(max(N, 16))
         _short_rows[(M,)](logits, logits.stride(0), lengths, out, out.stride(0), N, k, NP=NP,
-                          KP=triton.next_power_of_2(k), num_warps=max(8, min(NP // 512, 16)))   # <= 16 keys a thread
+                          KP=triton.next_power_of_2(k), EXIT=SHORT_EXIT,
+                          num_warps=max(8, min(NP // 512, 16)))   # <= 16 keys a thread
         return out
     # KDIG costs KA 1-3% of a call at 1-4 rows, where a call's one row rarely misses; it pays at many rows, where
     # any row's miss sends the call to the refine (docs/kernels.md, "KDIG by rows")
