@@ -113,3 +113,9 @@ def test_another_triton_release_gets_no_speed_patch_and_a_log_line(without_speed
     assert f"Triton {triton.__version__} is not 0.0.0" in caplog.text
     assert interpreter._patch_lang.__module__ == "triton.runtime.interpreter"
     assert interpreter._get_np_dtype.__module__ == "triton.runtime.interpreter"
+
+
+def test_the_cpu_hosts_triton_pin_is_the_release_the_patches_were_read_against():
+    import tomllib  # local: only this test reads pyproject.toml
+    requirements = tomllib.loads((CANDIDATES.parents[1] / "pyproject.toml").read_text())["project"]["dependencies"]
+    assert f"triton=={interpreter_fix.SPEED_PATCHED_TRITON}" in requirements
