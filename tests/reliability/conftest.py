@@ -13,6 +13,7 @@ import redis
 from celery import Celery
 
 from gpu_worker.broker import BROKER_TRANSPORT_OPTIONS
+from gpu_worker.candidate_params import set_params
 from tests.conftest import GPU_WORKER_CMD, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -31,8 +32,8 @@ def free_port() -> int:
 
 # The seed at four rows a program: these tests are about processes, not the kernel, and the interpreter runs a
 # quarter of the programs (its verify took 9 s on a CPU instead of 22: 8448 tokens, one program per row)
-FOUR_ROWS = SEED.replace('PARAMS = {"ROWS": 1,', 'PARAMS = {"ROWS": 4,')
-assert FOUR_ROWS != SEED, "the seed's PARAMS changed: update FOUR_ROWS"
+FOUR_ROWS = set_params(SEED, ["ROWS=4"])[0]
+assert FOUR_ROWS != SEED, "the seed already runs four rows a program: FOUR_ROWS is the seed itself"
 
 
 def variant(i: int) -> str:
