@@ -46,8 +46,10 @@ def pytest_collection_modifyitems(config, items):
 def pytest_collection_finish(session):
     """Tests that run Triton kernels in this process (tests/candidates, the in-process verify loop) get the
     interpreter without its per-program repeated work, as a CPU child does (gpu_worker/pipeline/interpreter_fix.py:
-    bit-identical results). Only where a collected test module imported Triton: a run without it pays no import."""
-    if "triton" in sys.modules:
+    bit-identical results). Where the interpreter is on, or a collected module imported Triton: a test that loads
+    its kernel only when it runs (tests/candidates) imports Triton after collection, and a run of such tests
+    alone had gone without the patches; a run of neither pays no import."""
+    if "triton" in sys.modules or os.environ.get("TRITON_INTERPRET") == "1":
         from gpu_worker.pipeline import interpreter_fix
         interpreter_fix.install_speedups()
 

@@ -13,12 +13,3 @@ if not os.environ.get("TRITON_INTERPRET"):
         _interpret = True
     if _interpret:
         os.environ["TRITON_INTERPRET"] = "1"
-
-if os.environ.get("TRITON_INTERPRET") == "1":
-    # These tests run kernels in this process: the interpreter without its per-program repeated work, as a CPU
-    # child runs it (bit-identical results). The root conftest does the same after collection, but only where a
-    # collected module had imported Triton already, which these do only when a test loads a kernel: a run of
-    # this folder alone took about twice as long (docs/conventions.md, "Tests").
-    from gpu_worker.pipeline import interpreter_fix
-
-    interpreter_fix.install_speedups()
