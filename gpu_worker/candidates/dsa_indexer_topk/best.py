@@ -10,7 +10,7 @@ import triton.language as tl
 
 PARAMS = {"ROWS": 4, "BLOCK_N": 64, "N_PER_PROG": 4096, "TRANS": 1, "num_warps": 8, "num_stages": 3,
           "MIN_PROGS": 264, "MIN_NPP": 1024, "FULL_GRID_WARPS": 4,
-          "TK_BLOCK": 1024, "TK_TARGET_CTAS": 1024, "TK_MAX_C": 64, "TK_num_warps": 4, "TK_SMALL": 4096, "TK_SEL_WARPS": 16, "TK_NS": 64, "TK_G": 16, "TK_ALPHA_X2": 3, "TK_BETA": 12, "TK_ATOMIC": 1, "TK_MIN_C": 16, "TK_SMALLR": 512, "TK_SPAN_BITS": 9, "TK_SMALLTA": 1024, "TK_HREG": 0, "TK_KD_WARPS": 4, "TK_PF": 2, "TK_SCAN_MAX_ROWS": 8, "TK_KA_WARPS": 8, "TK_PDL": 1, "TK_WARP": 1, "TK_KD_EARLY": 1, "TK_RBLOCK": 2048, "TK_TIE": 512, "TK_KTH": 2, "TK_RLIST": 1, "TK_RMIN": 512, "TK_RROW": 16384, "TK_RGRID": 256, "TK_VLIN": 1, "TK_TIE_WHOLE": 128, "TK_KDIG": 80, "TK_KDIG_ROWS": 32, "TK_KC_MID": 128, "TK_TIE2": 1, "TK_TIE2_MAX_N": 32768, "TK_TIE2_ROWS": 4, "TK_SHORT": 4096, "TK_SHORT_EXIT": 0}
+          "TK_BLOCK": 1024, "TK_TARGET_CTAS": 1024, "TK_MAX_C": 64, "TK_num_warps": 4, "TK_SMALL": 4096, "TK_SEL_WARPS": 16, "TK_NS": 64, "TK_G": 16, "TK_ALPHA_X2": 3, "TK_BETA": 12, "TK_ATOMIC": 1, "TK_MIN_C": 16, "TK_SMALLR": 512, "TK_SPAN_BITS": 9, "TK_SMALLTA": 1024, "TK_HREG": 0, "TK_KD_WARPS": 4, "TK_PF": 2, "TK_SCAN_MAX_ROWS": 8, "TK_KA_WARPS": 8, "TK_PDL": 1, "TK_WARP": 1, "TK_KD_EARLY": 1, "TK_RBLOCK": 2048, "TK_TIE": 512, "TK_KTH": 2, "TK_RLIST": 1, "TK_RMIN": 512, "TK_RROW": 16384, "TK_RGRID": 256, "TK_VLIN": 1, "TK_TIE_WHOLE": 128, "TK_KDIG": 80, "TK_KDIG_ROWS": 32, "TK_KC_MID": 128, "TK_TIE2": 1, "TK_TIE2_MAX_N": 32768, "TK_TIE2_ROWS": 4, "TK_SHORT": 4096, "TK_SHORT_EXIT": 0, "TK_RONLY": 0}
 SPACE = {"ROWS": [1, 2, 4], "BLOCK_N": [64, 128, 256], "N_PER_PROG": [1024, 2048, 4096, 8192], "TRANS": [0, 1],
          "num_warps": [4, 8], "num_stages": [2, 3, 4], "FULL_GRID_WARPS": [4, 8], "TK_NS": [128, 256], "TK_SEL_WARPS": [8, 16],
          "TK_SPAN_BITS": [8, 9, 10], "TK_PDL": [0, 1]}
@@ -67,7 +67,7 @@ def _logits_kernel(q_ptr, k_ptr, w_ptr, len_ptr, out_ptr, stride_om, M, s0, cw,
         tl.store(optr, lg, mask=mm[:, None] & nm[None, :])
 
 
-# FOLD BEGIN: written by gpu_worker/candidates/fold_topk.py from dsa_topk/best.py, digest f4b6d2f1eaa91ad7
+# FOLD BEGIN: written by gpu_worker/candidates/fold_topk.py from dsa_topk/best.py, digest 1334becbe26f0bf7
 
 
 @triton.jit
@@ -776,6 +776,27 @@ def _kc_select(len_ptr, rscr_ptr, info_ptr, out_ptr, stride_o, N, K, KBLOCK: tl.
 RS = tl.constexpr(1040)     # rr[row]: 4 x 256 level histograms, the placed count; the levels' records from here
 
 
+@triton.jit(do_not_specialize=NO_SPEC)
+def _r_init(len_ptr, info_ptr, rl_ptr, rr_ptr, out_ptr, stride_o, N, K, M, RR: tl.constexpr, KBLOCK: tl.constexpr,
+            PDL: tl.constexpr):
+    """RONLY, grid (M,): every row to the refine, as KD sends a row there (mode 0, its level histograms and placed
+    count zeroed, listed), and its -1 padding past k_eff, as KC writes it."""
+    if PDL:
+        tl.extra.cuda.gdc_launch_dependents()     # the first level may start: it waits for this grid
+    row = tl.program_id(0)
+    L, k_eff = _row_len(len_ptr, row, N, K)
+    tl.store(rr_ptr + row * RR + tl.arange(0, 1024), tl.zeros([1024], dtype=tl.int32))
+    tl.store(rr_ptr + row * RR + 1024, 0)
+    tl.store(info_ptr + row * 4, 0)
+    tl.store(rl_ptr + 1 + row, row)
+    if row == 0:
+        tl.store(rl_ptr, M)
+    o_row = out_ptr + row.to(tl.int64) * stride_o
+    for start in range(0, K, KBLOCK):
+        o3 = start + tl.arange(0, KBLOCK)
+        tl.store(o_row + o3, tl.full([KBLOCK], -1, tl.int32), mask=(o3 >= k_eff) & (o3 < K))
+
+
 @triton.jit
 def _r_prefix(rr_row, k_eff, LEVEL: tl.constexpr):
     """The key prefix of the k-th largest fixed by the first LEVEL digits, its mask, and how many keys
@@ -994,7 +1015,7 @@ def _topk(logits, lengths, k, out, BLOCK, TARGET_CTAS, MAX_C, num_warps, SMALL, 
               ALPHA_X2, BETA, ATOMIC=0, MIN_C=16, SMALLR=512, SPAN_BITS=9, SMALLTA=1024, HREG=0,
               KD_WARPS=4, PF=1, SCAN_MAX_ROWS=8, KA_WARPS=8, PDL=1, WARP=1, KD_EARLY=1, RBLOCK=1024, TIE=512, KTH=0,
               RLIST=0, RGRID=256, VLIN=0, TIE_WHOLE=512, RMIN=0, RROW=0, KDIG=0, KDIG_ROWS=0, KC_MID=0, TIE2=0, TIE2_MAX_N=0,
-              TIE2_ROWS=0, SHORT=0, SHORT_EXIT=0):
+              TIE2_ROWS=0, SHORT=0, SHORT_EXIT=0, RONLY=0):
     M, N = logits.shape
     dev = logits.device
     if N <= SHORT:      # every row fits one program's registers: one launch (docs/kernels.md, "Short calls")
@@ -1059,6 +1080,11 @@ def _topk(logits, lengths, k, out, BLOCK, TARGET_CTAS, MAX_C, num_warps, SMALL, 
     warp = bool(WARP) and logits.is_cuda
     assert not (warp and HREG)
     assert not (VLIN and HREG)       # HREG's in-scan histogram takes key-linear digits only
+    if M <= RONLY:      # few rows: the exact refine alone, no sample (docs/kernels.md, "The refine alone at few rows")
+        _r_init[(M,)](lengths, info, rlist, rr, out, out.stride(0), N, k, M, RR=RR, KBLOCK=1024, PDL=pdl)
+        _refine(logits, sx, lengths, info, rlist, rr, hist, out, N, k, C, M, RR, CB, RBLOCK, RLIST, RGRID,
+                num_warps, pdl, lp)
+        return out
     if warp:
         ATOMIC = 1      # not used by the warp slots: one KB compile for every M
     elif M <= SCAN_MAX_ROWS:
@@ -1074,15 +1100,22 @@ def _topk(logits, lengths, k, out, BLOCK, TARGET_CTAS, MAX_C, num_warps, SMALL, 
                       TB=1024, VLIN=VLIN, TIE2=TIE2, num_warps=KD_WARPS, **lp)
     _kc_select[(M,)](lengths, rscr, info, out, out.stride(0), N, k, KBLOCK=1024, SMALLR=SMALLR, MID=KC_MID, PDL=pdl,
                      num_warps=SEL_WARPS, **lp)
-    # the refine: launched every call (no host sync decides it). Grid (M, C): every other row's programs return
-    # at once; RLIST: grid (P, C), the programs loop over the rows KD listed (none: each returns after one load)
+    # the refine: launched every call (no host sync decides it)
+    _refine(logits, sx, lengths, info, rlist, rr, hist, out, N, k, C, M, RR, CB, RBLOCK, RLIST, RGRID, num_warps,
+            pdl, lp)
+    return out
+
+
+def _refine(logits, sx, lengths, info, rlist, rr, hist, out, N, k, C, M, RR, CB, RBLOCK, RLIST, RGRID, num_warps,
+            pdl, lp):
+    """The refine's five launches. Grid (M, C): every row not sent there has its programs return at once; RLIST:
+    grid (P, C), the programs loop over the rows listed (none: each returns after one load)."""
     P = min(M, max(1, RGRID // C)) if RLIST else M
     for level in range(4):
         _r_hist[(P, C)](logits, sx, lengths, info, rlist, rr, hist, N, k, C, P, RR=RR, LEVEL=level, CB=CB,
                         BLOCK=RBLOCK, PDL=pdl, RLIST=RLIST, num_warps=num_warps, **lp)
     _r_place[(P, C)](logits, sx, lengths, info, rlist, rr, hist, out, out.stride(0), N, k, C, P, RR=RR, CB=CB,
                      BLOCK=RBLOCK, PDL=pdl, RLIST=RLIST, num_warps=num_warps, **lp)
-    return out
 
 
 # FOLD END
