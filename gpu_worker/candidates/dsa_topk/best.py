@@ -72,7 +72,7 @@ PARAMS = {"BLOCK": 1024, "TARGET_CTAS": 1024, "MAX_C": 64, "num_warps": 4, "SMAL
           "SMALLR": 512, "SPAN_BITS": 9, "SMALLTA": 1024, "HREG": 0, "KD_WARPS": 4, "PF": 2, "SCAN_MAX_ROWS": 8, "KA_WARPS": 8, "PDL": 1,
           "WARP": 1, "KD_EARLY": 1, "RBLOCK": 2048, "TIE": 512, "KTH": 2, "RLIST": 1, "RMIN": 512, "RROW": 16384,
           "RGRID": 256, "VLIN": 1, "TIE_WHOLE": 128, "KDIG": 80, "KDIG_ROWS": 32, "KC_MID": 128, "TIE2": 1, "TIE2_MAX_N": 32768,
-          "TIE2_ROWS": 4, "SHORT": 4096, "SHORT_EXIT": 0, "RONLY": 0}
+          "TIE2_ROWS": 4, "SHORT": 4096}
 SPACE = {"BLOCK": [512, 1024, 2048, 4096, 8192], "TARGET_CTAS": [264, 512, 1024, 2048], "MAX_C": [16, 32, 64],
          "num_warps": [2, 4, 8], "SMALL": [4096, 8192], "SEL_WARPS": [4, 8, 16], "NS": [64, 128, 256],
          "G": [8, 16, 32], "ALPHA_X2": [2, 3, 4], "BETA": [4, 12, 24], "ATOMIC": [0, 1],
@@ -82,8 +82,7 @@ SPACE = {"BLOCK": [512, 1024, 2048, 4096, 8192], "TARGET_CTAS": [264, 512, 1024,
          "WARP": [0, 1], "KD_EARLY": [0, 1], "RBLOCK": [1024, 2048, 4096], "TIE": [0, 256, 512, 2048],
          "KTH": [0, 2, 3], "RLIST": [0, 1], "RGRID": [128, 256, 512],
          "VLIN": [0, 1, 2], "TIE_WHOLE": [0, 64, 128, 256, 512], "KDIG": [0, 64, 80, 96], "KDIG_ROWS": [0, 32, 64], "KC_MID": [0, 128, 256], "TIE2": [0, 1], "TIE2_MAX_N": [0, 32768, 65536],
-         "TIE2_ROWS": [0, 4, 8], "SHORT": [0, 4096, 8192], "SHORT_EXIT": [0, 1],
-         "RONLY": [0, 1, 2, 4]}
+         "TIE2_ROWS": [0, 4, 8], "SHORT": [0, 4096, 8192]}
 
 
 @triton.jit
@@ -792,27 +791,6 @@ def _kc_select(len_ptr, rscr_ptr, info_ptr, out_ptr, stride_o, N, K, KBLOCK: tl.
 RS = tl.constexpr(1040)     # rr[row]: 4 x 256 level histograms, the placed count; the levels' records from here
 
 
-@triton.jit(do_not_specialize=NO_SPEC)
-def _r_init(len_ptr, info_ptr, rl_ptr, rr_ptr, out_ptr, stride_o, N, K, M, RR: tl.constexpr, KBLOCK: tl.constexpr,
-            PDL: tl.constexpr):
-    """RONLY, grid (M,): every row to the refine, as KD sends a row there (mode 0, its level histograms and placed
-    count zeroed, listed), and its -1 padding past k_eff, as KC writes it."""
-    if PDL:
-        tl.extra.cuda.gdc_launch_dependents()     # the first level may start: it waits for this grid
-    row = tl.program_id(0)
-    L, k_eff = _row_len(len_ptr, row, N, K)
-    tl.store(rr_ptr + row * RR + tl.arange(0, 1024), tl.zeros([1024], dtype=tl.int32))
-    tl.store(rr_ptr + row * RR + 1024, 0)
-    tl.store(info_ptr + row * 4, 0)
-    tl.store(rl_ptr + 1 + row, row)
-    if row == 0:
-        tl.store(rl_ptr, M)
-    o_row = out_ptr + row.to(tl.int64) * stride_o
-    for start in range(0, K, KBLOCK):
-        o3 = start + tl.arange(0, KBLOCK)
-        tl.store(o_row + o3, tl.full([KBLOCK], -1, tl.int32), mask=(o3 >= k_eff) & (o3 < K))
-
-
 @triton.jit
 def _r_prefix(rr_row, k_eff, LEVEL: tl.constexpr):
     """The key prefix of the k-th largest fixed by the first LEVEL digits, its mask, and how many keys
@@ -988,16 +966,16 @@ def _r_place(x_ptr, stride_x, len_ptr, info_ptr, rl_ptr, rr_ptr, hist_ptr, out_p
 
 
 @triton.jit
-def _short_rows(x_ptr, stride_x, len_ptr, out_ptr, stride_o, N, K, NP: tl.constexpr, KP: tl.constexpr,
-                EXIT: tl.constexpr):
+def _short_rows(x_ptr, stride_x, len_ptr, out_ptr, stride_o, N, K, NP: tl.constexpr, KP: tl.constexpr):
     """SHORT: a call whose rows are at most SHORT wide, in one launch of one program per row. The row's keys stay
-    in registers: four 8-bit digit levels from the top, each histogrammed over the keys that match the digits
-    chosen so far, fix the k-th key T and how many of its copies to take; then the keys above T and the first of
-    T's copies in index order go out through one prefix sum, and -1 pads the rest. Its cost is bounded by SHORT,
-    not the row: the chain of nine launches is what a short call paid for (docs/kernels.md, "Short calls").
-    EXIT: the levels stop once the chosen digits' bucket holds exactly the keys still to take (all of it is
-    taken, so T need not be fixed): on distinct values that is mostly after two levels, on heavy ties never
-    (docs/kernels.md, "Where the one launch spends its time")."""
+    in registers: up to four 8-bit digit levels from the top, each histogrammed over the keys that match the
+    digits chosen so far, narrow the bucket of the k-th key; they stop once the bucket holds exactly the keys still
+    to take (all of it is taken, so the k-th key need not be fixed: on distinct values mostly after two levels, on
+    heavy ties never). Then the keys above the bucket's largest key and the first of the bucket's keys in index
+    order go out through one prefix sum, and -1 pads the rest. Its cost is bounded by SHORT, not the row: the chain
+    of nine launches is what a short call paid for (docs/kernels.md, "Short calls"). The levels are a loop, not
+    four unrolled copies: the unrolled code ran 9 us slower with a cold instruction cache (docs/kernels.md,
+    "Where the one launch spends its time")."""
     row = tl.program_id(0).to(tl.int64)
     L, k_eff = _row_len(len_ptr, row, N, K)
     offs = tl.arange(0, NP)
@@ -1005,20 +983,14 @@ def _short_rows(x_ptr, stride_x, len_ptr, out_ptr, stride_o, N, K, NP: tl.conste
     key = _key(tl.load(x_ptr + row * stride_x + offs, mask=m, other=0.0))
     live = m
     k_rem = k_eff
-    if EXIT:
-        n_live = L
-        shift = 24
-        while (shift >= 0) & (n_live > k_rem):   # n_live == k_rem: every key left is taken
-            d = ((key >> shift.to(tl.uint32)) & 255).to(tl.int32)
-            dsel, k_rem, n_live = _pick_n(tl.histogram(d, 256, mask=live), k_rem, 256)
-            live = live & (d == dsel)
-            shift -= 8
-    else:
-        for level in tl.static_range(4):
-            d = ((key >> (24 - 8 * level)) & 255).to(tl.int32)
-            dsel, k_rem = _pick(tl.histogram(d, 256, mask=live), k_rem, 256)
-            live = live & (d == dsel)
-    t = tl.max(tl.where(live, key, 0), 0)      # with EXIT, the largest key left: every key above it is taken
+    n_live = L
+    shift = 24
+    while (shift >= 0) & (n_live > k_rem):   # n_live == k_rem: every key left is taken
+        d = ((key >> shift.to(tl.uint32)) & 255).to(tl.int32)
+        dsel, k_rem, n_live = _pick_n(tl.histogram(d, 256, mask=live), k_rem, 256)
+        live = live & (d == dsel)
+        shift -= 8
+    t = tl.max(tl.where(live, key, 0), 0)      # the bucket's largest key: every key above it is taken
     rank = tl.cumsum(live.to(tl.int32), 0) - 1
     sel = (m & (key > t)) | (live & (rank < k_rem))
     o_row = out_ptr + row * stride_o
@@ -1031,13 +1003,13 @@ def _topk(logits, lengths, k, out, BLOCK, TARGET_CTAS, MAX_C, num_warps, SMALL, 
               ALPHA_X2, BETA, ATOMIC=0, MIN_C=16, SMALLR=512, SPAN_BITS=9, SMALLTA=1024, HREG=0,
               KD_WARPS=4, PF=1, SCAN_MAX_ROWS=8, KA_WARPS=8, PDL=1, WARP=1, KD_EARLY=1, RBLOCK=1024, TIE=512, KTH=0,
               RLIST=0, RGRID=256, VLIN=0, TIE_WHOLE=512, RMIN=0, RROW=0, KDIG=0, KDIG_ROWS=0, KC_MID=0, TIE2=0, TIE2_MAX_N=0,
-              TIE2_ROWS=0, SHORT=0, SHORT_EXIT=0, RONLY=0):
+              TIE2_ROWS=0, SHORT=0):
     M, N = logits.shape
     dev = logits.device
     if N <= SHORT:      # every row fits one program's registers: one launch (docs/kernels.md, "Short calls")
         NP = triton.next_power_of_2(max(N, 16))
         _short_rows[(M,)](logits, logits.stride(0), lengths, out, out.stride(0), N, k, NP=NP,
-                          KP=triton.next_power_of_2(k), EXIT=SHORT_EXIT,
+                          KP=triton.next_power_of_2(k),
                           num_warps=max(8, min(NP // 512, 16)))   # <= 16 keys a thread
         return out
     # KDIG costs KA 1-3% of a call at 1-4 rows, where a call's one row rarely misses; it pays at many rows, where
@@ -1096,11 +1068,6 @@ def _topk(logits, lengths, k, out, BLOCK, TARGET_CTAS, MAX_C, num_warps, SMALL, 
     warp = bool(WARP) and logits.is_cuda
     assert not (warp and HREG)
     assert not (VLIN and HREG)       # HREG's in-scan histogram takes key-linear digits only
-    if M <= RONLY:      # few rows: the exact refine alone, no sample (docs/kernels.md, "The refine alone at few rows")
-        _r_init[(M,)](lengths, info, rlist, rr, out, out.stride(0), N, k, M, RR=RR, KBLOCK=1024, PDL=pdl)
-        _refine(logits, sx, lengths, info, rlist, rr, hist, out, N, k, C, M, RR, CB, RBLOCK, RLIST, RGRID,
-                num_warps, pdl, lp)
-        return out
     if warp:
         ATOMIC = 1      # not used by the warp slots: one KB compile for every M
     elif M <= SCAN_MAX_ROWS:
@@ -1116,22 +1083,15 @@ def _topk(logits, lengths, k, out, BLOCK, TARGET_CTAS, MAX_C, num_warps, SMALL, 
                       TB=1024, VLIN=VLIN, TIE2=TIE2, num_warps=KD_WARPS, **lp)
     _kc_select[(M,)](lengths, rscr, info, out, out.stride(0), N, k, KBLOCK=1024, SMALLR=SMALLR, MID=KC_MID, PDL=pdl,
                      num_warps=SEL_WARPS, **lp)
-    # the refine: launched every call (no host sync decides it)
-    _refine(logits, sx, lengths, info, rlist, rr, hist, out, N, k, C, M, RR, CB, RBLOCK, RLIST, RGRID, num_warps,
-            pdl, lp)
-    return out
-
-
-def _refine(logits, sx, lengths, info, rlist, rr, hist, out, N, k, C, M, RR, CB, RBLOCK, RLIST, RGRID, num_warps,
-            pdl, lp):
-    """The refine's five launches. Grid (M, C): every row not sent there has its programs return at once; RLIST:
-    grid (P, C), the programs loop over the rows listed (none: each returns after one load)."""
+    # the refine: launched every call (no host sync decides it). Grid (M, C): every other row's programs return
+    # at once; RLIST: grid (P, C), the programs loop over the rows KD listed (none: each returns after one load)
     P = min(M, max(1, RGRID // C)) if RLIST else M
     for level in range(4):
         _r_hist[(P, C)](logits, sx, lengths, info, rlist, rr, hist, N, k, C, P, RR=RR, LEVEL=level, CB=CB,
                         BLOCK=RBLOCK, PDL=pdl, RLIST=RLIST, num_warps=num_warps, **lp)
     _r_place[(P, C)](logits, sx, lengths, info, rlist, rr, hist, out, out.stride(0), N, k, C, P, RR=RR, CB=CB,
                      BLOCK=RBLOCK, PDL=pdl, RLIST=RLIST, num_warps=num_warps, **lp)
+    return out
 
 
 def forward(logits, lengths, k):
