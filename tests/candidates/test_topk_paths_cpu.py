@@ -22,7 +22,7 @@ PATHS = [(KEY, dict(V8, VLIN=0), "key"), (KEY, dict(V8, ATOMIC=0, SPAN_BITS=8, K
          (KEY, dict(V8, SMALLR=4, SMALLTA=8, SPAN_BITS=8), "key-small-tiles-span8"),
          (KEY, dict(V8, BLOCK=1024, HREG=1, VLIN=0, TIE2=0), "key-one-block-hreg"),
          (KEY, dict(V8, KDIG=80, KC_MID=128, RROW=16384, TIE2=1, TIE2_MAX_N=0, TIE2_ROWS=0), "key-options-on"),
-         (KEY, dict(V8, SHORT=8192), "key-short-rows")]
+         (KEY, dict(V8, SHORT=8192), "key-short-rows"), (KEY, dict(V8, KC_SORT=1), "key-kc-sort")]
 
 
 def _relu_cases():
@@ -359,3 +359,24 @@ def test_a_short_row_stops_its_digit_levels_once_the_bucket_is_taken_whole(monke
         levels.clear()
         check_topk(m.forward(x, lengths, 2048), x, lengths, 2048)
         assert len(levels) == want, (name, len(levels))
+
+
+def test_a_tie_bucket_ranked_by_one_sort_takes_the_same_copies_as_the_pairwise_ranks():
+    """KC_SORT: KC orders mode 2's members (the k-th digit's keys, here one value's ~460 copies on two rows of 16
+    values, the held-out 2 x 7350 ties case) by one sort instead of pairwise ranks. It must take the same copies
+    (key descending, then index ascending) as the pairwise form; the rows are read back as mode 2 with more than
+    64 members, so the sort is what ran."""
+    g = torch.Generator().manual_seed(7)
+    x = torch.randint(0, 16, (2, 7350), generator=g).float()
+    lengths = torch.full((2,), 7350, dtype=torch.int32)
+    outs = []
+    for sort in (0, 1):
+        m = _load(KEY, {"KC_SORT": sort})
+        spy = _AllocationSpy()
+        m.torch = spy
+        out = m.forward(x, lengths, 2048)
+        check_topk(out, x, lengths, 2048)
+        info = [t for t in spy.made if t.dim() == 2 and t.shape == (2, 4)][-1]
+        assert info[:, 0].tolist() == [2, 2] and min(info[:, 2].tolist()) > 64, info.tolist()
+        outs.append(out.sort(1).values)
+    assert torch.equal(outs[0], outs[1])

@@ -72,7 +72,7 @@ PARAMS = {"BLOCK": 1024, "TARGET_CTAS": 1024, "MAX_C": 64, "num_warps": 4, "SMAL
           "SMALLR": 512, "SPAN_BITS": 9, "SMALLTA": 1024, "HREG": 0, "KD_WARPS": 4, "PF": 2, "SCAN_MAX_ROWS": 8, "KA_WARPS": 8, "PDL": 1,
           "WARP": 1, "KD_EARLY": 1, "RBLOCK": 2048, "TIE": 512, "KTH": 2, "RLIST": 1, "RMIN": 512, "RROW": 16384,
           "RGRID": 256, "VLIN": 1, "TIE_WHOLE": 128, "KDIG": 80, "KDIG_ROWS": 32, "KC_MID": 128, "TIE2": 1, "TIE2_MAX_N": 32768,
-          "TIE2_ROWS": 4, "SHORT": 4096}
+          "TIE2_ROWS": 4, "SHORT": 4096, "KC_SORT": 0}
 SPACE = {"BLOCK": [512, 1024, 2048, 4096, 8192], "TARGET_CTAS": [264, 512, 1024, 2048], "MAX_C": [16, 32, 64],
          "num_warps": [2, 4, 8], "SMALL": [4096, 8192], "SEL_WARPS": [4, 8, 16], "NS": [64, 128, 256],
          "G": [8, 16, 32], "ALPHA_X2": [2, 3, 4], "BETA": [4, 12, 24], "ATOMIC": [0, 1],
@@ -82,7 +82,7 @@ SPACE = {"BLOCK": [512, 1024, 2048, 4096, 8192], "TARGET_CTAS": [264, 512, 1024,
          "WARP": [0, 1], "KD_EARLY": [0, 1], "RBLOCK": [1024, 2048, 4096], "TIE": [0, 256, 512, 2048],
          "KTH": [0, 2, 3], "RLIST": [0, 1], "RGRID": [128, 256, 512],
          "VLIN": [0, 1, 2], "TIE_WHOLE": [0, 64, 128, 256, 512], "KDIG": [0, 64, 80, 96], "KDIG_ROWS": [0, 32, 64], "KC_MID": [0, 128, 256], "TIE2": [0, 1], "TIE2_MAX_N": [0, 32768, 65536],
-         "TIE2_ROWS": [0, 4, 8], "SHORT": [0, 4096, 8192]}
+         "TIE2_ROWS": [0, 4, 8], "SHORT": [0, 4096, 8192], "KC_SORT": [0, 1]}
 
 
 @triton.jit
@@ -567,6 +567,20 @@ def _rank_store(rs, cnt, k_rem, o_at, R: tl.constexpr, SMALLR: tl.constexpr):
 
 
 @triton.jit
+def _sort_store(rs, cnt, k_rem, o_at, SMALLR: tl.constexpr):
+    """_rank_store's answer by one sort instead of pairwise ranks: each of the cnt <= SMALLR pairs as one 64-bit
+    word, the key's complement above the index (ascending order is key descending, then index ascending), the
+    unused slots last; the first k_rem words' indices go to o_at."""
+    oj = tl.arange(0, SMALLR)
+    mj = oj < cnt
+    kj = tl.load(rs + oj, mask=mj, other=0).to(tl.uint32, bitcast=True).to(tl.uint64)
+    ij = tl.load(rs + SMALLR + oj, mask=mj, other=0).to(tl.uint32, bitcast=True).to(tl.uint64)
+    word = tl.where(mj, ((0xFFFFFFFF - kj) << 32) | ij, tl.full([SMALLR], 0xFFFFFFFFFFFFFFFF, tl.uint64))
+    first = tl.sort(word, 0)
+    tl.store(o_at + oj, (first & 0xFFFFFFFF).to(tl.int32), mask=oj < k_rem)
+
+
+@triton.jit
 def _tie_quota(eqs, need):
     """How many copies of a tie each program takes: the first min(eqs_c, t - 1) of its own, and one more for the
     first programs (by index) that have t, for the smallest t with sum(min(eqs, t)) >= need (<= sum(eqs)).
@@ -757,9 +771,10 @@ def _kd_place(x_ptr, stride_x, len_ptr, thr_ptr, t2_ptr, cnt_ptr, eq_ptr, g2_ptr
 
 @triton.jit(do_not_specialize=NO_SPEC)
 def _kc_select(len_ptr, rscr_ptr, info_ptr, out_ptr, stride_o, N, K, KBLOCK: tl.constexpr, SMALLR: tl.constexpr,
-               MID: tl.constexpr, PDL: tl.constexpr):
-    """grid (M,): mode 2 ranks dsel's members (at most SMALLR; up to MID of them in 64 x MID tiles, where MID > 0);
-    every row gets its -1 padding."""
+               MID: tl.constexpr, PDL: tl.constexpr, SORT: tl.constexpr):
+    """grid (M,): mode 2 ranks dsel's members (at most SMALLR; up to MID of them in 64 x MID tiles, where MID > 0;
+    SORT: more than 64 of them by one sort, docs/kernels.md "A tie bucket ranked by one sort"); every row gets its
+    -1 padding."""
     if PDL:
         tl.extra.cuda.gdc_wait()       # KD's placements and decisions
         tl.extra.cuda.gdc_launch_dependents()
@@ -772,6 +787,8 @@ def _kc_select(len_ptr, rscr_ptr, info_ptr, out_ptr, stride_o, N, K, KBLOCK: tl.
         rs = rscr_ptr + row * 2 * SMALLR
         if cnt <= 64:
             _rank_store(rs, cnt, k_rem, o_row + (k_eff - k_rem), 64, SMALLR)
+        elif SORT:
+            _sort_store(rs, cnt, k_rem, o_row + (k_eff - k_rem), SMALLR)
         elif MID > 0 and cnt <= MID:
             _rank_store(rs, cnt, k_rem, o_row + (k_eff - k_rem), MID, SMALLR)
         else:
@@ -1003,7 +1020,7 @@ def _topk(logits, lengths, k, out, BLOCK, TARGET_CTAS, MAX_C, num_warps, SMALL, 
               ALPHA_X2, BETA, ATOMIC=0, MIN_C=16, SMALLR=512, SPAN_BITS=9, SMALLTA=1024, HREG=0,
               KD_WARPS=4, PF=1, SCAN_MAX_ROWS=8, KA_WARPS=8, PDL=1, WARP=1, KD_EARLY=1, RBLOCK=1024, TIE=512, KTH=0,
               RLIST=0, RGRID=256, VLIN=0, TIE_WHOLE=512, RMIN=0, RROW=0, KDIG=0, KDIG_ROWS=0, KC_MID=0, TIE2=0, TIE2_MAX_N=0,
-              TIE2_ROWS=0, SHORT=0):
+              TIE2_ROWS=0, SHORT=0, KC_SORT=0):
     M, N = logits.shape
     dev = logits.device
     if N <= SHORT:      # every row fits one program's registers: one launch (docs/kernels.md, "Short calls")
@@ -1081,7 +1098,7 @@ def _topk(logits, lengths, k, out, BLOCK, TARGET_CTAS, MAX_C, num_warps, SMALL, 
     _kd_place[(M, C)](logits, sx, lengths, thr, t2, cnt, eqc, g2, cand[0], cand[1], hist, rhist, rscr, info, rlist, rr,
                       out, out.stride(0), N, k, C, RC, RR=RR, CB=CB, RT=RT, SMALLR=SMALLR, PDL=pdl, EARLY=KD_EARLY,
                       TB=1024, VLIN=VLIN, TIE2=TIE2, num_warps=KD_WARPS, **lp)
-    _kc_select[(M,)](lengths, rscr, info, out, out.stride(0), N, k, KBLOCK=1024, SMALLR=SMALLR, MID=KC_MID, PDL=pdl,
+    _kc_select[(M,)](lengths, rscr, info, out, out.stride(0), N, k, KBLOCK=1024, SMALLR=SMALLR, MID=KC_MID, PDL=pdl, SORT=KC_SORT,
                      num_warps=SEL_WARPS, **lp)
     # the refine: launched every call (no host sync decides it). Grid (M, C): every other row's programs return
     # at once; RLIST: grid (P, C), the programs loop over the rows KD listed (none: each returns after one load)
