@@ -22,7 +22,7 @@ PATHS = [(KEY, dict(V8, VLIN=0), "key"), (KEY, dict(V8, ATOMIC=0, SPAN_BITS=8, K
          (KEY, dict(V8, SMALLR=4, SMALLTA=8, SPAN_BITS=8), "key-small-tiles-span8"),
          (KEY, dict(V8, BLOCK=1024, HREG=1, VLIN=0, TIE2=0), "key-one-block-hreg"),
          (KEY, dict(V8, KDIG=80, KC_MID=128, RROW=16384, TIE2=1, TIE2_MAX_N=0, TIE2_ROWS=0), "key-options-on"),
-         (KEY, dict(V8, SHORT=8192), "key-short-rows"), (KEY, dict(V8, KC_SORT=1), "key-kc-sort")]
+         (KEY, dict(V8, SHORT=8192), "key-short-rows")]
 
 
 def _relu_cases():

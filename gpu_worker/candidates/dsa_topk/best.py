@@ -1098,8 +1098,8 @@ def _topk(logits, lengths, k, out, BLOCK, TARGET_CTAS, MAX_C, num_warps, SMALL, 
     _kd_place[(M, C)](logits, sx, lengths, thr, t2, cnt, eqc, g2, cand[0], cand[1], hist, rhist, rscr, info, rlist, rr,
                       out, out.stride(0), N, k, C, RC, RR=RR, CB=CB, RT=RT, SMALLR=SMALLR, PDL=pdl, EARLY=KD_EARLY,
                       TB=1024, VLIN=VLIN, TIE2=TIE2, num_warps=KD_WARPS, **lp)
-    _kc_select[(M,)](lengths, rscr, info, out, out.stride(0), N, k, KBLOCK=1024, SMALLR=SMALLR, MID=KC_MID, PDL=pdl, SORT=KC_SORT,
-                     num_warps=SEL_WARPS, **lp)
+    _kc_select[(M,)](lengths, rscr, info, out, out.stride(0), N, k, KBLOCK=1024, SMALLR=SMALLR, MID=KC_MID, PDL=pdl,
+                     SORT=KC_SORT, num_warps=SEL_WARPS, **lp)
     # the refine: launched every call (no host sync decides it). Grid (M, C): every other row's programs return
     # at once; RLIST: grid (P, C), the programs loop over the rows KD listed (none: each returns after one load)
     P = min(M, max(1, RGRID // C)) if RLIST else M
