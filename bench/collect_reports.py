@@ -14,7 +14,6 @@ come from the reports here): they replace a report of the same target and kernel
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import sys
 from pathlib import Path

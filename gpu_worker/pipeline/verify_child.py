@@ -222,7 +222,7 @@ def verify(cfg, out, target, cand, seed: int, perf) -> None:
             if device == "cpu" and "cute" in cand.dsl:
                 try:
                     cand.call(inputs, 0)
-                except Exception as e:
+                except Exception:
                     compiled = cand.log.cute_compiles_total
                     msg["status"] = "compile_only" if compiled else "error"
                     if not compiled:

@@ -156,6 +156,6 @@ def test_a_long_run_lists_one_page_of_candidates_with_those_awaiting_review_and_
     assert older.count('data-testid="candidate-row-') == 5
     assert 'data-testid="candidate-row-5"' in older and 'data-testid="candidate-row-1"' in older
     assert "1 awaiting review" in older  # the count is the whole run's on every page
-    assert f"?page=2" in older and 'data-testid="newer-candidates"' in older  # its live re-read keeps the page
+    assert "?page=2" in older and 'data-testid="newer-candidates"' in older  # its live re-read keeps the page
     assert as_charlie.get(reverse("run", args=[run.pk]), {"page": "x"}).status_code == 200  # a bad page: the first
     assert first.status == "awaiting_review"

@@ -3,6 +3,7 @@ and bench/ holds the scripts that are run again and the latest record of each be
 
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -53,3 +54,11 @@ def test_every_section_the_code_cites_is_in_docs():
                 missing.append(f'{rel}: docs/{doc} has no section "{m.group(2)}"')
     assert seen > 50, f"only {seen} citations found: the pattern no longer reads them"
     assert missing == [], "\n".join(missing)
+
+
+def test_ruff_finds_no_unused_or_undefined_name():
+    """pyproject.toml's lint rules (pyflakes and syntax errors) hold over the repository: an unused import or
+    variable, a name used before it is bound, a redefinition."""
+    run = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", "."], cwd=ROOT, capture_output=True,
+                         text=True)
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]

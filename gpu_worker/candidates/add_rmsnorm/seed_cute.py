@@ -10,8 +10,6 @@ T is a runtime (symbolic) extent: one compiled kernel per (dtype, D, THREADS, VE
 _CACHE. Requires D % 8 == 0 and 16-byte aligned rows. Launches on torch's current stream, so
 it can be captured in a CUDA graph.
 """
-import math
-
 import torch
 import cutlass
 import cutlass.cute as cute

@@ -5,7 +5,6 @@ import torch
 
 from gpu_worker.dispatch import Dispatcher, default_topk, single_kernel_config
 from gpu_worker.e2e import run_gate
-from gpu_worker.e2e.gate import bootstrap_ratio
 from gpu_worker.e2e.harness import PROFILES
 from gpu_worker.e2e.model import DecodeModel, load_preset
 from gpu_worker.e2e.parity import compare_steps, selection_valid

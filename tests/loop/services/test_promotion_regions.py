@@ -60,7 +60,8 @@ def test_a_box_promoted_over_a_one_axis_config_keeps_what_served_outside_it(make
     assert serving(4, 2048) == f"c{first.pk}" and serving(4, 200000) == "default"
 
 
-def test_a_promote_decided_against_a_superseded_version_is_already_done_or_refused(make_run, live_worker, bob, dana, erin):
+def test_a_promote_decided_against_a_superseded_version_is_already_done_or_refused(make_run, live_worker, bob, dana,
+                                                                                  erin):  # noqa: F811 (the fixture)
     live_worker()
     run = make_run()
     candidate = small_rows_candidate(run, author=bob)
@@ -81,7 +82,7 @@ def test_a_promote_decided_against_a_superseded_version_is_already_done_or_refus
 
 
 def test_two_concurrent_promotes_make_one_version_and_the_second_is_told(
-        transactional_db, make_run, live_worker, bob, dana, erin):
+        transactional_db, make_run, live_worker, bob, dana, erin):  # noqa: F811 (the fixture imported above)
     live_worker()
     candidate = small_rows_candidate(make_run(), author=bob)
     routes = list(analyze_candidate_grid(candidate).routes)
