@@ -129,6 +129,19 @@ def _audit_unlocked_for_teardown():
     flush.Command.handle = original
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _one_round_password_hashes():
+    """Passwords hashed here take one PBKDF2 round, not the production 10^6 (~0.4 CPU-seconds each: the fixture
+    people alone cost the suite ~100 CPU-seconds). The stored hash keeps its algorithm and says its round count,
+    so a console a test starts in a process of its own verifies it as it would any other (and re-hashes it at
+    the production count on login)."""
+    from django.contrib.auth.hashers import PBKDF2PasswordHasher
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(PBKDF2PasswordHasher, "iterations", 1)
+        yield
+
+
 def _user(django_user_model, name, groups=(), **extra):
     from django.contrib.auth.models import Group
 

@@ -34,9 +34,3 @@ def held_tasks(monkeypatch):
             pass
 
     monkeypatch.setattr(outbox, "current_app", Held())
-
-
-@pytest.fixture(autouse=True)
-def _fast_password_hashing(settings):
-    """The fixture users are created per test; the production hasher costs ~0.5 s each."""
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

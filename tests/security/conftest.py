@@ -1,5 +1,4 @@
 from tests.console.conftest import (  # noqa: F401  (fixtures shared with the console tests)
-    _fast_password_hashing,
     as_alice,
     as_bob,
     as_charlie,
