@@ -40,6 +40,12 @@ def poison_fill(t: torch.Tensor, variant: int) -> None:
 class OpRecorder(TorchDispatchMode):
     """Records the aten ops the candidate's forward issues and poisons every uninitialised allocation."""
 
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        # torch's switch: no torch._dynamo import on the first op, a CPU-second per child (docs/harness.md,
+        # "The op recorder keeps its dispatch method as written")
+        return False
+
     def __init__(self, variant: int):
         super().__init__()
         self.ops: Counter = Counter()
