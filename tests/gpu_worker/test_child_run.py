@@ -33,3 +33,10 @@ def test_the_candidates_own_import_errors_stay_its_own():
     assert child_run.missing_dsl(ModuleNotFoundError("x")) is None  # no name
     assert child_run.missing_dsl(ImportError("cannot import name 'x' from 'cutlass'")) is None
     assert child_run.missing_dsl(RuntimeError("boom")) is None
+
+
+def test_the_op_recorder_dispatches_through_its_own_method_not_torchs_dynamo_wrapper():
+    # torch wraps a dispatch mode's method in torch._disable_dynamo, whose first call imports torch._dynamo (a
+    # CPU-second in every child; docs/harness.md, "The op recorder keeps its dispatch method as written")
+    method = child_run.OpRecorder.__dict__["__torch_dispatch__"]
+    assert method.__code__.co_filename == child_run.__file__, method.__code__.co_filename
